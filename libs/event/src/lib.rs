@@ -1,0 +1,251 @@
+//! Decoding and validation of the Kafka point events (DESIGN.md, "The Kafka
+//! event"): JSON (default) and protobuf `eddy.v1.PointEvent` values, and
+//! tombstones (null value = delete the id in the key).
+//!
+//! The crate knows nothing about Kafka clients: it takes a message's key,
+//! value and `content-type` header and returns an [`Event`] or a
+//! [`Rejection`] whose [`Reason`] names the dead-letter cause.
+
+mod json;
+mod protobuf;
+
+use eddy_model::{CollectionDef, PointId};
+use serde_json::{Map, Value};
+
+/// A payload: the JSON object that travels with a point.
+pub type Payload = Map<String, Value>;
+
+/// Largest accepted event value, in bytes.
+pub const MAX_EVENT_BYTES: usize = 16 << 20;
+/// Largest accepted payload once encoded as JSON, in bytes.
+pub const MAX_PAYLOAD_BYTES: usize = 1 << 20;
+
+/// `content-type` of JSON events (the default when the header is absent).
+pub const CONTENT_TYPE_JSON: &str = "application/json";
+/// `content-type` of protobuf `eddy.v1.PointEvent` events.
+pub const CONTENT_TYPE_PROTOBUF: &str = "application/x-protobuf";
+
+/// One point: what an upsert carries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    /// The point id.
+    pub id: PointId,
+    /// The vector, normalised when the collection's metric asks for it.
+    pub vector: Vec<f32>,
+    /// The payload (empty when the event had none).
+    pub payload: Payload,
+}
+
+/// A decoded event.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// Insert or replace a point.
+    Upsert(Point),
+    /// Delete the point with this id.
+    Delete(PointId),
+}
+
+impl Event {
+    /// The id the event is about.
+    pub fn id(&self) -> &PointId {
+        match self {
+            Event::Upsert(p) => &p.id,
+            Event::Delete(id) => id,
+        }
+    }
+}
+
+/// Why an event was rejected: a closed set, used as a metric label and in the
+/// dead-letter headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reason {
+    /// The value is not a well-formed event of its content type.
+    Malformed,
+    /// The vector's length differs from the collection's dimension.
+    WrongDimension,
+    /// The vector holds NaN or an infinity.
+    NonFinite,
+    /// A cosine collection received an all-zero vector.
+    ZeroVector,
+    /// The id does not match the collection's id type.
+    WrongIdType,
+    /// The message key names another id than the value.
+    KeyMismatch,
+    /// A tombstone without a usable key.
+    MissingKey,
+    /// A declared payload field has a value of another type.
+    PayloadType,
+    /// The value or payload exceeds the size limits.
+    Oversize,
+    /// The `content-type` header names a format eddy does not read.
+    UnsupportedContentType,
+}
+
+impl Reason {
+    /// Every reason, for pre-registering metric label values.
+    pub const ALL: [Reason; 10] = [
+        Reason::Malformed,
+        Reason::WrongDimension,
+        Reason::NonFinite,
+        Reason::ZeroVector,
+        Reason::WrongIdType,
+        Reason::KeyMismatch,
+        Reason::MissingKey,
+        Reason::PayloadType,
+        Reason::Oversize,
+        Reason::UnsupportedContentType,
+    ];
+
+    /// The stable snake_case name used in metrics and headers.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Malformed => "malformed",
+            Reason::WrongDimension => "wrong_dimension",
+            Reason::NonFinite => "non_finite",
+            Reason::ZeroVector => "zero_vector",
+            Reason::WrongIdType => "wrong_id_type",
+            Reason::KeyMismatch => "key_mismatch",
+            Reason::MissingKey => "missing_key",
+            Reason::PayloadType => "payload_type",
+            Reason::Oversize => "oversize",
+            Reason::UnsupportedContentType => "unsupported_content_type",
+        }
+    }
+}
+
+/// A rejected event: the reason and a human-readable detail.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}: {detail}", reason.as_str())]
+pub struct Rejection {
+    /// The closed-set reason.
+    pub reason: Reason,
+    /// What exactly was wrong (bounded length, never the whole value).
+    pub detail: String,
+}
+
+impl Rejection {
+    pub(crate) fn new(reason: Reason, detail: impl Into<String>) -> Self {
+        let mut detail = detail.into();
+        if detail.len() > 256 {
+            let mut cut = 256;
+            while !detail.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            detail.truncate(cut);
+        }
+        Self { reason, detail }
+    }
+}
+
+/// A Kafka message as the decoder sees it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Message<'a> {
+    /// The record key (the point id as text), if any.
+    pub key: Option<&'a [u8]>,
+    /// The record value; `None` is a tombstone.
+    pub value: Option<&'a [u8]>,
+    /// The `content-type` header, if any.
+    pub content_type: Option<&'a str>,
+}
+
+/// Decodes and validates one message for a collection.
+pub fn decode(def: &CollectionDef, msg: Message<'_>) -> Result<Event, Rejection> {
+    let key_id = match msg.key {
+        None => None,
+        Some(key) => {
+            let text = std::str::from_utf8(key)
+                .map_err(|_| Rejection::new(Reason::WrongIdType, "message key is not UTF-8"))?;
+            Some(
+                PointId::parse(text, def.id_type)
+                    .map_err(|e| Rejection::new(Reason::WrongIdType, format!("message key: {e}")))?,
+            )
+        }
+    };
+    let Some(value) = msg.value else {
+        return key_id
+            .map(Event::Delete)
+            .ok_or_else(|| Rejection::new(Reason::MissingKey, "tombstone without a key"));
+    };
+    if value.len() > MAX_EVENT_BYTES {
+        return Err(Rejection::new(
+            Reason::Oversize,
+            format!("value of {} bytes exceeds {MAX_EVENT_BYTES}", value.len()),
+        ));
+    }
+    let content_type = msg.content_type.map(|c| c.split(';').next().unwrap_or(c).trim());
+    let mut point = match content_type {
+        None | Some("") | Some(CONTENT_TYPE_JSON) => json::decode(value)?,
+        Some(CONTENT_TYPE_PROTOBUF) => protobuf::decode(value)?,
+        Some(other) => {
+            return Err(Rejection::new(
+                Reason::UnsupportedContentType,
+                format!("content-type {other:?} (expected {CONTENT_TYPE_JSON} or {CONTENT_TYPE_PROTOBUF})"),
+            ))
+        }
+    };
+    point
+        .id
+        .check(def.id_type)
+        .map_err(|e| Rejection::new(Reason::WrongIdType, e.to_string()))?;
+    if let Some(key_id) = key_id {
+        if key_id != point.id {
+            return Err(Rejection::new(
+                Reason::KeyMismatch,
+                format!("key {key_id} but value id {}", point.id),
+            ));
+        }
+    }
+    validate_point(def, &mut point)?;
+    Ok(Event::Upsert(point))
+}
+
+/// Checks a decoded point against the collection (dimension, finiteness,
+/// payload types and size) and normalises its vector for cosine.
+pub fn validate_point(def: &CollectionDef, point: &mut Point) -> Result<(), Rejection> {
+    if point.vector.len() != def.dimension as usize {
+        return Err(Rejection::new(
+            Reason::WrongDimension,
+            format!("vector has {} values, collection dimension is {}", point.vector.len(), def.dimension),
+        ));
+    }
+    validate_vector(&point.vector)?;
+    if def.metric.normalizes() && !normalize(&mut point.vector) {
+        return Err(Rejection::new(Reason::ZeroVector, "cosine collection got an all-zero vector"));
+    }
+    for (field, ty) in &def.payload_fields {
+        if let Some(value) = point.payload.get(field) {
+            if !ty.accepts(value) {
+                return Err(Rejection::new(
+                    Reason::PayloadType,
+                    format!("payload field {field:?} must be {ty:?}, got {value}"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks that every value is finite.
+pub fn validate_vector(vector: &[f32]) -> Result<(), Rejection> {
+    match vector.iter().position(|v| !v.is_finite()) {
+        Some(i) => Err(Rejection::new(
+            Reason::NonFinite,
+            format!("vector[{i}] is {}", vector[i]),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Scales `v` to unit length; returns false (leaving it as is) for a zero vector.
+pub fn normalize(v: &mut [f32]) -> bool {
+    let norm = eddy_kernels::dot(v, v).sqrt();
+    if norm == 0.0 || !norm.is_finite() {
+        return false;
+    }
+    let inv = 1.0 / norm;
+    v.iter_mut().for_each(|x| *x *= inv);
+    true
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,58 @@
+//! Store errors.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Errors of the segment store.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An I/O error on a store file.
+    #[error("store {path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// A store file could not be parsed.
+    #[error("store {path}: {reason}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Another writer published this manifest version first.
+    #[error("manifest version {version} of {collection} already exists")]
+    Conflict {
+        /// The collection.
+        collection: String,
+        /// The version that was taken.
+        version: u64,
+    },
+    /// The collection exists with a different definition.
+    #[error("collection {0} already exists with a different definition")]
+    CollectionConflict(String),
+    /// The store does not refuse a second create of the same file, so
+    /// compare-and-swap cannot be trusted on it.
+    #[error("store {0} does not support exclusive create (hard links); refusing to run")]
+    NoCompareAndSwap(PathBuf),
+    /// A segment named by a manifest could not be read.
+    #[error(transparent)]
+    Segment(#[from] eddy_segment::Error),
+    /// A definition in the store is invalid.
+    #[error(transparent)]
+    Model(#[from] eddy_model::Error),
+}
+
+/// Result alias for this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn io(path: &std::path::Path) -> impl FnOnce(io::Error) -> Error + '_ {
+        move |source| Error::Io {
+            path: path.to_owned(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! The segment store and its manifests.
+//!
+//! A collection lives in one directory of the store: its definition
+//! (`collection.json`), its segment files, delete files (roaring bitmaps of
+//! deleted rows, one current file per segment), and numbered manifest
+//! versions. A manifest names the live segments and, per partition, the first
+//! offset not yet sealed and the partition's owner epoch. New versions are
+//! published with compare-and-swap (a hard link that refuses to replace), so
+//! two writers can never both create version N+1 (DESIGN.md, "Segments and
+//! manifests").
+
+mod error;
+mod fsck;
+mod manifest;
+mod store;
+
+pub use error::{Error, Result};
+pub use fsck::{fsck, FsckReport};
+pub use manifest::{Manifest, PartitionState, SegmentEntry};
+pub use store::{CreateOutcome, Store};

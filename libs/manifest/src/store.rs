@@ -1,0 +1,348 @@
+//! The local-directory segment store with compare-and-swap manifests.
+//!
+//! Layout: `<root>/collections/<name>/{collection.json, manifests/<version>.json,
+//! segments/<id>.seg, deletes/<id>.<version>.del}`.
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use eddy_model::CollectionDef;
+use roaring::RoaringBitmap;
+
+use crate::{Error, Manifest, Result};
+
+/// Outcome of an idempotent collection create.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreateOutcome {
+    /// The collection was created.
+    Created,
+    /// An identical definition already existed.
+    Exists,
+}
+
+/// A segment store rooted at a local directory.
+#[derive(Debug, Clone)]
+pub struct Store {
+    root: PathBuf,
+}
+
+static UNIQUE: AtomicU64 = AtomicU64::new(0);
+
+/// A name no other file of this or any other process will take.
+fn unique_suffix() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{nanos:x}-{:x}-{:x}",
+        std::process::id(),
+        UNIQUE.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(Error::io(dir))
+}
+
+/// Writes `bytes` to `path` only if `path` does not exist: the data goes to a
+/// temporary file that is fsynced, then hard-linked to `path` (link never
+/// replaces), then the directory is fsynced. Returns false if `path` existed.
+fn create_exclusive(path: &Path, bytes: &[u8]) -> Result<bool> {
+    let dir = path.parent().ok_or_else(|| Error::Io {
+        path: path.to_owned(),
+        source: io::Error::other("no parent directory"),
+    })?;
+    let tmp = dir.join(format!(".tmp-{}", unique_suffix()));
+    let result = (|| {
+        let mut f = File::create(&tmp).map_err(Error::io(&tmp))?;
+        f.write_all(bytes).map_err(Error::io(&tmp))?;
+        f.sync_all().map_err(Error::io(&tmp))?;
+        match fs::hard_link(&tmp, path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(Error::Io {
+                path: path.to_owned(),
+                source: e,
+            }),
+        }
+    })();
+    fs::remove_file(&tmp).ok();
+    if let Ok(true) = result {
+        sync_dir(dir)?;
+    }
+    result
+}
+
+fn manifest_file(version: u64) -> String {
+    format!("{version:020}.json")
+}
+
+impl Store {
+    /// Opens (creating if needed) the store at `root`, and checks that it
+    /// refuses a second exclusive create, without which manifests are unsafe.
+    pub fn open(root: &Path) -> Result<Store> {
+        let collections = root.join("collections");
+        fs::create_dir_all(&collections).map_err(Error::io(&collections))?;
+        let probe = root.join(format!(".cas-probe-{}", unique_suffix()));
+        let first = create_exclusive(&probe, b"1")?;
+        let second = create_exclusive(&probe, b"2")?;
+        fs::remove_file(&probe).ok();
+        if !first || second {
+            return Err(Error::NoCompareAndSwap(root.to_owned()));
+        }
+        Ok(Store { root: root.to_owned() })
+    }
+
+    /// The store's root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn dir(&self, collection: &str) -> PathBuf {
+        self.root.join("collections").join(collection)
+    }
+
+    /// Creates a collection, or confirms an identical one exists.
+    pub fn create_collection(&self, def: &CollectionDef) -> Result<CreateOutcome> {
+        let def = def.clone().validated()?;
+        let dir = self.dir(&def.name);
+        for sub in ["manifests", "segments", "deletes"] {
+            let d = dir.join(sub);
+            fs::create_dir_all(&d).map_err(Error::io(&d))?;
+        }
+        let path = dir.join("collection.json");
+        let bytes = serde_json::to_vec_pretty(&def).map_err(|e| Error::Corrupt {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        if create_exclusive(&path, &bytes)? {
+            return Ok(CreateOutcome::Created);
+        }
+        match self.collection(&def.name)? {
+            Some(existing) if existing == def => Ok(CreateOutcome::Exists),
+            _ => Err(Error::CollectionConflict(def.name)),
+        }
+    }
+
+    /// The definition of `name`, if the collection exists.
+    pub fn collection(&self, name: &str) -> Result<Option<CollectionDef>> {
+        if eddy_model::validate_name(name).is_err() {
+            return Ok(None);
+        }
+        let path = self.dir(name).join("collection.json");
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::Io { path, source: e }),
+        };
+        let def: CollectionDef = serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        Ok(Some(def))
+    }
+
+    /// Every collection in the store, by name.
+    pub fn collections(&self) -> Result<Vec<CollectionDef>> {
+        let dir = self.root.join("collections");
+        let mut out = Vec::new();
+        for entry in fs::read_dir(&dir).map_err(Error::io(&dir))? {
+            let entry = entry.map_err(Error::io(&dir))?;
+            if let Some(name) = entry.file_name().to_str() {
+                if let Some(def) = self.collection(name)? {
+                    out.push(def);
+                }
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// The newest manifest version of `collection`, or version 0 (empty).
+    pub fn latest_manifest(&self, collection: &str) -> Result<Manifest> {
+        let dir = self.dir(collection).join("manifests");
+        let mut newest: Option<u64> = None;
+        match fs::read_dir(&dir) {
+            Ok(entries) => {
+                for entry in entries {
+                    let entry = entry.map_err(Error::io(&dir))?;
+                    let name = entry.file_name();
+                    let version = name
+                        .to_str()
+                        .and_then(|n| n.strip_suffix(".json"))
+                        .and_then(|n| n.parse::<u64>().ok());
+                    if let Some(v) = version {
+                        newest = Some(newest.map_or(v, |n| n.max(v)));
+                    }
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::Io { path: dir, source: e }),
+        }
+        match newest {
+            None => Ok(Manifest::empty(collection)),
+            Some(v) => self.manifest(collection, v),
+        }
+    }
+
+    /// Manifest version `version` of `collection`.
+    pub fn manifest(&self, collection: &str, version: u64) -> Result<Manifest> {
+        let path = self.dir(collection).join("manifests").join(manifest_file(version));
+        let bytes = fs::read(&path).map_err(Error::io(&path))?;
+        serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
+            path,
+            reason: e.to_string(),
+        })
+    }
+
+    /// Publishes `manifest` as its version, only if that version does not
+    /// exist yet ([`Error::Conflict`] otherwise). Durable on return.
+    pub fn publish(&self, manifest: &Manifest) -> Result<()> {
+        let path = self
+            .dir(&manifest.collection)
+            .join("manifests")
+            .join(manifest_file(manifest.version));
+        let bytes = serde_json::to_vec_pretty(manifest).map_err(|e| Error::Corrupt {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        if create_exclusive(&path, &bytes)? {
+            Ok(())
+        } else {
+            Err(Error::Conflict {
+                collection: manifest.collection.clone(),
+                version: manifest.version,
+            })
+        }
+    }
+
+    /// A fresh segment id and the path to write it at.
+    pub fn new_segment(&self, collection: &str) -> (String, PathBuf) {
+        let id = unique_suffix();
+        let path = self.segment_path(collection, &id);
+        (id, path)
+    }
+
+    /// Path of segment `id`.
+    pub fn segment_path(&self, collection: &str, id: &str) -> PathBuf {
+        self.dir(collection).join("segments").join(format!("{id}.seg"))
+    }
+
+    /// Writes the delete bitmap of segment `segment` as a new file and
+    /// returns its name (to be referenced by the next manifest).
+    pub fn write_deletes(&self, collection: &str, segment: &str, deleted: &RoaringBitmap) -> Result<String> {
+        let name = format!("{segment}.{}.del", unique_suffix());
+        let path = self.dir(collection).join("deletes").join(&name);
+        let mut bytes = Vec::with_capacity(deleted.serialized_size() + 4);
+        deleted.serialize_into(&mut bytes).map_err(Error::io(&path))?;
+        let crc = crc32(&bytes);
+        bytes.extend_from_slice(&crc.to_le_bytes());
+        if !create_exclusive(&path, &bytes)? {
+            return Err(Error::Io {
+                path,
+                source: io::Error::from(io::ErrorKind::AlreadyExists),
+            });
+        }
+        Ok(name)
+    }
+
+    /// Reads a delete file written by [`Store::write_deletes`].
+    pub fn read_deletes(&self, collection: &str, name: &str) -> Result<RoaringBitmap> {
+        let path = self.dir(collection).join("deletes").join(name);
+        let bytes = fs::read(&path).map_err(Error::io(&path))?;
+        let corrupt = |reason: &str| Error::Corrupt {
+            path: path.clone(),
+            reason: reason.to_owned(),
+        };
+        let split = bytes.len().checked_sub(4).ok_or_else(|| corrupt("too short"))?;
+        let (body, crc) = bytes.split_at(split);
+        if crc32(body).to_le_bytes() != crc {
+            return Err(corrupt("checksum mismatch"));
+        }
+        RoaringBitmap::deserialize_from(body).map_err(|_| corrupt("invalid roaring bitmap"))
+    }
+}
+
+fn crc32(bytes: &[u8]) -> u32 {
+    // Roaring's own format has no checksum; a small bitwise CRC-32 keeps this
+    // crate free of another dependency and delete files are small.
+    let mut crc = 0xffff_ffffu32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = (crc >> 1) ^ (0xedb8_8320 & (crc & 1).wrapping_neg());
+        }
+    }
+    !crc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifests_publish_with_compare_and_swap() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Store::open(dir.path()).expect("open");
+        let def = CollectionDef::new("c", 4);
+        assert_eq!(store.create_collection(&def).expect("create"), CreateOutcome::Created);
+        assert_eq!(store.create_collection(&def).expect("again"), CreateOutcome::Exists);
+        let other = CollectionDef::new("c", 8);
+        assert!(matches!(store.create_collection(&other), Err(Error::CollectionConflict(_))));
+
+        let m0 = store.latest_manifest("c").expect("latest");
+        assert_eq!(m0.version, 0);
+        let mut m1 = m0.successor();
+        m1.partitions.entry(0).or_default().next_offset = 5;
+        store.publish(&m1).expect("publish v1");
+        let mut rival = m0.successor();
+        rival.partitions.entry(0).or_default().next_offset = 9;
+        assert!(matches!(store.publish(&rival), Err(Error::Conflict { version: 1, .. })));
+        assert_eq!(store.latest_manifest("c").expect("latest"), m1);
+        assert_eq!(store.collections().expect("list").len(), 1);
+    }
+
+    #[test]
+    fn racing_writers_never_share_a_version() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Store::open(dir.path()).expect("open");
+        store.create_collection(&CollectionDef::new("c", 4)).expect("create");
+        let wins: usize = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|w| {
+                    let store = store.clone();
+                    s.spawn(move || {
+                        let mut wins = 0;
+                        for _ in 0..20 {
+                            let mut m = store.latest_manifest("c").expect("latest").successor();
+                            m.partitions.entry(w).or_default().next_offset += 1;
+                            if store.publish(&m).is_ok() {
+                                wins += 1;
+                            }
+                        }
+                        wins
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("join")).sum()
+        });
+        assert_eq!(store.latest_manifest("c").expect("latest").version as usize, wins);
+    }
+
+    #[test]
+    fn delete_files_round_trip_and_detect_damage() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Store::open(dir.path()).expect("open");
+        store.create_collection(&CollectionDef::new("c", 4)).expect("create");
+        let bits: RoaringBitmap = [1u32, 5, 900].into_iter().collect();
+        let name = store.write_deletes("c", "s1", &bits).expect("write");
+        assert_eq!(store.read_deletes("c", &name).expect("read"), bits);
+        let path = dir.path().join("collections/c/deletes").join(&name);
+        let mut bytes = fs::read(&path).expect("read");
+        bytes[0] ^= 1;
+        fs::write(&path, bytes).expect("write");
+        assert!(matches!(store.read_deletes("c", &name), Err(Error::Corrupt { .. })));
+    }
+}

@@ -1,0 +1,203 @@
+//! The collection definition: what ingest and query agree on for a collection.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, IdType, Metric, Result};
+
+/// Partitions a topic is created with when eddy creates it (demo, tests).
+pub const DEFAULT_PARTITIONS: u32 = 3;
+
+/// Type of an indexed payload field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FieldType {
+    /// Exact-match string values (never free text).
+    Keyword,
+    /// Signed 64-bit integers.
+    Integer,
+    /// 64-bit floats.
+    Float,
+    /// Booleans.
+    Bool,
+}
+
+impl FieldType {
+    /// Whether a JSON value fits this type (`null` always fits: the field is absent).
+    pub fn accepts(self, value: &serde_json::Value) -> bool {
+        use serde_json::Value;
+        match (self, value) {
+            (_, Value::Null) => true,
+            (FieldType::Keyword, Value::String(_)) => true,
+            (FieldType::Integer, Value::Number(n)) => n.is_i64() || n.is_u64() && n.as_i64().is_some(),
+            (FieldType::Float, Value::Number(_)) => true,
+            (FieldType::Bool, Value::Bool(_)) => true,
+            // A list of keywords (tags) is a keyword field with many values.
+            (FieldType::Keyword, Value::Array(items)) => items.iter().all(Value::is_string),
+            _ => false,
+        }
+    }
+}
+
+/// A collection: one Kafka topic of point events, indexed into segments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectionDef {
+    /// Collection name: 1-64 chars of `[A-Za-z0-9_-]`.
+    pub name: String,
+    /// Kafka topic carrying the collection's events (defaults to the name).
+    #[serde(default)]
+    pub topic: String,
+    /// Vector dimension.
+    pub dimension: u32,
+    /// Similarity metric.
+    #[serde(default)]
+    pub metric: Metric,
+    /// Type of the point ids.
+    #[serde(default)]
+    pub id_type: IdType,
+    /// Payload fields to index, with their types. Other payload fields are
+    /// stored and returned but never indexed.
+    #[serde(default)]
+    pub payload_fields: BTreeMap<String, FieldType>,
+}
+
+impl CollectionDef {
+    /// Largest accepted vector dimension.
+    pub const MAX_DIMENSION: u32 = 65_536;
+
+    /// A definition with defaults for everything but name and dimension.
+    pub fn new(name: impl Into<String>, dimension: u32) -> Self {
+        let name = name.into();
+        Self {
+            topic: name.clone(),
+            name,
+            dimension,
+            metric: Metric::default(),
+            id_type: IdType::default(),
+            payload_fields: BTreeMap::new(),
+        }
+    }
+
+    /// Fills defaults (topic = name) and checks every field.
+    pub fn validated(mut self) -> Result<Self> {
+        validate_name(&self.name)?;
+        if self.topic.is_empty() {
+            self.topic = self.name.clone();
+        }
+        if self.topic.len() > 249
+            || !self
+                .topic
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        {
+            return Err(Error::InvalidDefinition(format!(
+                "topic {:?} is not a valid Kafka topic name",
+                self.topic
+            )));
+        }
+        if self.dimension == 0 || self.dimension > Self::MAX_DIMENSION {
+            return Err(Error::InvalidDefinition(format!(
+                "dimension must be in 1..={}, got {}",
+                Self::MAX_DIMENSION,
+                self.dimension
+            )));
+        }
+        for field in self.payload_fields.keys() {
+            if field.is_empty() || field.len() > 128 {
+                return Err(Error::InvalidDefinition(format!(
+                    "payload field name {field:?} must be 1-128 bytes"
+                )));
+            }
+        }
+        Ok(self)
+    }
+}
+
+/// Checks a collection name: 1-64 chars of `[A-Za-z0-9_-]`.
+pub fn validate_name(name: &str) -> Result<()> {
+    if name.is_empty()
+        || name.len() > 64
+        || !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+    {
+        return Err(Error::InvalidDefinition(format!(
+            "collection name {name:?} must be 1-64 characters of [A-Za-z0-9_-]"
+        )));
+    }
+    Ok(())
+}
+
+/// Parses the compact command-line form
+/// `name=docs,dim=384[,metric=cosine][,topic=docs][,id=u64][,field.section=keyword]`.
+impl FromStr for CollectionDef {
+    type Err = Error;
+
+    fn from_str(spec: &str) -> Result<Self> {
+        let bad = |msg: String| Error::InvalidDefinition(msg);
+        let mut def = CollectionDef::new("", 0);
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (key, value) = part
+                .split_once('=')
+                .ok_or_else(|| bad(format!("expected key=value, got {part:?}")))?;
+            match key {
+                "name" => def.name = value.to_owned(),
+                "topic" => def.topic = value.to_owned(),
+                "dim" | "dimension" => {
+                    def.dimension = value
+                        .parse()
+                        .map_err(|_| bad(format!("dimension {value:?} is not a number")))?
+                }
+                "metric" => def.metric = value.parse().map_err(bad)?,
+                "id" | "id_type" => {
+                    def.id_type = match value {
+                        "u64" => IdType::U64,
+                        "string" => IdType::String,
+                        _ => return Err(bad(format!("id type {value:?} must be u64 or string"))),
+                    }
+                }
+                _ => match key.strip_prefix("field.") {
+                    Some(field) => {
+                        let ty = serde_json::from_value(serde_json::Value::String(value.to_owned()))
+                            .map_err(|_| {
+                                bad(format!(
+                                    "field type {value:?} must be keyword, integer, float or bool"
+                                ))
+                            })?;
+                        def.payload_fields.insert(field.to_owned(), ty);
+                    }
+                    None => return Err(bad(format!("unknown key {key:?}"))),
+                },
+            }
+        }
+        def.validated()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_parses_with_defaults() {
+        let def: CollectionDef = "name=docs,dim=4,field.section=keyword".parse().expect("valid");
+        assert_eq!(def.topic, "docs");
+        assert_eq!(def.metric, Metric::Cosine);
+        assert_eq!(def.payload_fields["section"], FieldType::Keyword);
+        assert!("name=docs".parse::<CollectionDef>().is_err());
+        assert!("name=a b,dim=3".parse::<CollectionDef>().is_err());
+        assert!("name=a,dim=3,metric=x".parse::<CollectionDef>().is_err());
+    }
+
+    #[test]
+    fn field_types_accept_values() {
+        use serde_json::json;
+        assert!(FieldType::Integer.accepts(&json!(3)));
+        assert!(!FieldType::Integer.accepts(&json!(3.5)));
+        assert!(FieldType::Float.accepts(&json!(3)));
+        assert!(FieldType::Keyword.accepts(&json!(["a", "b"])));
+        assert!(!FieldType::Bool.accepts(&json!("yes")));
+        assert!(FieldType::Bool.accepts(&json!(null)));
+    }
+}

@@ -1,0 +1,31 @@
+//! eddy's shared vocabulary: point ids, distance metrics, payload field types
+//! and the collection definition that ingest and query both read from the store.
+//!
+//! No I/O here; every other crate depends on this one.
+
+mod collection;
+mod id;
+mod metric;
+
+pub use collection::{validate_name, CollectionDef, FieldType, DEFAULT_PARTITIONS};
+pub use id::{IdType, PointId};
+pub use metric::Metric;
+
+/// Errors raised when a definition or value breaks the model's rules.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// A collection definition is invalid; the message says which field and why.
+    #[error("invalid collection definition: {0}")]
+    InvalidDefinition(String),
+    /// A point id does not match the collection's id type.
+    #[error("id {got:?} is not a valid {expected} id")]
+    WrongIdType {
+        /// The collection's id type.
+        expected: IdType,
+        /// The offending text.
+        got: String,
+    },
+}
+
+/// Result alias for this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

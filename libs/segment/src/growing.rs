@@ -1,0 +1,285 @@
+//! The growing buffer: rows not yet sealed, with upsert and delete semantics.
+//!
+//! Ingest appends events here and seals the live rows into a segment; the
+//! query service keeps one as its tail of fresh events. Both need the same
+//! rules: a later event for an id replaces the earlier row, a tombstone
+//! removes it, and every id the buffer has seen an event for is "touched", so
+//! older copies in sealed segments can be masked.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use eddy_model::{IdType, Metric, PointId};
+
+use crate::search::{exact_scan, Neighbor, VectorSearch};
+use crate::{Result, SegmentWriter};
+
+/// A borrowed row.
+#[derive(Debug, Clone, Copy)]
+pub struct RowRef<'a> {
+    /// The point id.
+    pub id: &'a PointId,
+    /// The vector.
+    pub vector: &'a [f32],
+    /// Source partition.
+    pub partition: u32,
+    /// Source offset.
+    pub offset: i64,
+    /// The payload as a JSON object (empty for none).
+    pub payload_json: &'a [u8],
+}
+
+/// The latest event the buffer saw for an id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Touch {
+    /// Partition of the event.
+    pub partition: u32,
+    /// Offset of the event.
+    pub offset: i64,
+    /// Whether the event was a delete (else an upsert, now a live row).
+    pub deleted: bool,
+}
+
+/// Rows in memory, searchable by exact scan.
+#[derive(Debug, Clone)]
+pub struct Growing {
+    dim: usize,
+    metric: Metric,
+    id_type: IdType,
+    vectors: Vec<f32>,
+    ids: Vec<PointId>,
+    partitions: Vec<u32>,
+    offsets: Vec<i64>,
+    payload_offsets: Vec<usize>,
+    payload_bytes: Vec<u8>,
+    live: Vec<bool>,
+    live_rows: usize,
+    current: HashMap<PointId, u32>,
+    touched: HashMap<PointId, Touch>,
+}
+
+impl Growing {
+    /// An empty buffer.
+    pub fn new(dim: usize, metric: Metric, id_type: IdType) -> Self {
+        Self {
+            dim,
+            metric,
+            id_type,
+            vectors: Vec::new(),
+            ids: Vec::new(),
+            partitions: Vec::new(),
+            offsets: Vec::new(),
+            payload_offsets: vec![0],
+            payload_bytes: Vec::new(),
+            live: Vec::new(),
+            live_rows: 0,
+            current: HashMap::new(),
+            touched: HashMap::new(),
+        }
+    }
+
+    /// Vector dimension.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Rows currently live (not replaced or deleted).
+    pub fn live_rows(&self) -> usize {
+        self.live_rows
+    }
+
+    /// Rows stored, dead ones included.
+    pub fn rows(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Whether no event has been applied since creation or the last prune.
+    pub fn is_empty(&self) -> bool {
+        self.touched.is_empty()
+    }
+
+    /// Approximate heap bytes held by rows.
+    pub fn approx_bytes(&self) -> usize {
+        self.vectors.len() * 4 + self.payload_bytes.len() + self.ids.len() * 48
+    }
+
+    /// Inserts or replaces the point `id`.
+    pub fn upsert(&mut self, id: PointId, vector: &[f32], payload_json: &[u8], partition: u32, offset: i64) {
+        debug_assert_eq!(vector.len(), self.dim);
+        self.kill_current(&id);
+        let row = self.ids.len() as u32;
+        self.vectors.extend_from_slice(vector);
+        self.partitions.push(partition);
+        self.offsets.push(offset);
+        self.payload_bytes.extend_from_slice(payload_json);
+        self.payload_offsets.push(self.payload_bytes.len());
+        self.live.push(true);
+        self.live_rows += 1;
+        self.current.insert(id.clone(), row);
+        self.touched.insert(
+            id.clone(),
+            Touch {
+                partition,
+                offset,
+                deleted: false,
+            },
+        );
+        self.ids.push(id);
+    }
+
+    /// Deletes the point `id` (a tombstone at `partition`/`offset`).
+    pub fn delete(&mut self, id: PointId, partition: u32, offset: i64) {
+        self.kill_current(&id);
+        self.touched.insert(
+            id,
+            Touch {
+                partition,
+                offset,
+                deleted: true,
+            },
+        );
+    }
+
+    fn kill_current(&mut self, id: &PointId) {
+        if let Some(old) = self.current.remove(id) {
+            self.live[old as usize] = false;
+            self.live_rows -= 1;
+        }
+    }
+
+    /// The latest event seen for `id`, if any.
+    pub fn touched(&self, id: &PointId) -> Option<Touch> {
+        self.touched.get(id).copied()
+    }
+
+    /// Every id with an event in the buffer, and its latest event.
+    pub fn touches(&self) -> impl Iterator<Item = (&PointId, &Touch)> {
+        self.touched.iter()
+    }
+
+    /// Whether `row` is live.
+    pub fn is_live(&self, row: u32) -> bool {
+        self.live.get(row as usize).copied().unwrap_or(false)
+    }
+
+    /// The live row of `id`, if any.
+    pub fn row_of(&self, id: &PointId) -> Option<u32> {
+        self.current.get(id).copied()
+    }
+
+    /// Row `row` (live or not).
+    pub fn row(&self, row: u32) -> RowRef<'_> {
+        let r = row as usize;
+        RowRef {
+            id: &self.ids[r],
+            vector: &self.vectors[r * self.dim..(r + 1) * self.dim],
+            partition: self.partitions[r],
+            offset: self.offsets[r],
+            payload_json: &self.payload_bytes[self.payload_offsets[r]..self.payload_offsets[r + 1]],
+        }
+    }
+
+    /// Live rows in row order: the order a sealed segment stores them in.
+    pub fn live_row_refs(&self) -> impl Iterator<Item = RowRef<'_>> {
+        (0..self.ids.len() as u32).filter(|&r| self.live[r as usize]).map(|r| self.row(r))
+    }
+
+    /// Writes the live rows as a segment file; returns its size in bytes.
+    pub fn write_segment(&self, path: &Path) -> Result<u64> {
+        let mut writer = SegmentWriter::new(self.dim, self.metric, self.id_type);
+        for row in self.live_row_refs() {
+            writer.push(row)?;
+        }
+        writer.finish(path)
+    }
+
+    /// Drops every row and touch whose offset is below its partition's
+    /// cut-off: those events are now covered by sealed segments.
+    pub fn prune_below(&mut self, cutoffs: &BTreeMap<u32, i64>) {
+        let keep = |partition: u32, offset: i64| cutoffs.get(&partition).is_none_or(|&c| offset >= c);
+        if self.touched.values().all(|t| keep(t.partition, t.offset)) {
+            return;
+        }
+        let mut next = Growing::new(self.dim, self.metric, self.id_type);
+        for r in 0..self.ids.len() as u32 {
+            let row = self.row(r);
+            if self.live[r as usize] && keep(row.partition, row.offset) {
+                next.upsert(row.id.clone(), row.vector, row.payload_json, row.partition, row.offset);
+            }
+        }
+        for (id, t) in &self.touched {
+            if t.deleted && keep(t.partition, t.offset) {
+                next.touched.insert(id.clone(), *t);
+            }
+        }
+        *self = next;
+    }
+}
+
+impl VectorSearch for Growing {
+    fn search(&self, query: &[f32], k: usize, accept: &dyn Fn(u32) -> bool) -> Vec<Neighbor> {
+        exact_scan(&self.vectors, self.dim, self.metric, query, k, &|row| {
+            self.live[row as usize] && accept(row)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Segment;
+
+    fn id(n: u64) -> PointId {
+        PointId::Num(n)
+    }
+
+    #[test]
+    fn upserts_replace_and_deletes_remove() {
+        let mut g = Growing::new(2, Metric::Dot, IdType::U64);
+        g.upsert(id(1), &[1.0, 0.0], b"{}", 0, 10);
+        g.upsert(id(2), &[0.0, 1.0], b"{}", 0, 11);
+        g.upsert(id(1), &[0.5, 0.5], br#"{"v":2}"#, 0, 12);
+        g.delete(id(2), 0, 13);
+        g.delete(id(3), 1, 5);
+        assert_eq!(g.live_rows(), 1);
+        let hits = g.search(&[1.0, 0.0], 10, &|_| true);
+        assert_eq!(hits.len(), 1);
+        assert_eq!(g.row(hits[0].row).payload_json, br#"{"v":2}"#);
+        assert_eq!(g.touched(&id(2)).map(|t| t.deleted), Some(true));
+        assert_eq!(g.touched(&id(3)).map(|t| t.offset), Some(5));
+    }
+
+    #[test]
+    fn prune_drops_rows_covered_by_segments() {
+        let mut g = Growing::new(1, Metric::L2, IdType::U64);
+        g.upsert(id(1), &[1.0], b"", 0, 1);
+        g.upsert(id(2), &[2.0], b"", 1, 1);
+        g.delete(id(3), 0, 2);
+        g.upsert(id(4), &[4.0], b"", 0, 3);
+        g.prune_below(&BTreeMap::from([(0, 3)]));
+        assert_eq!(g.live_rows(), 2);
+        assert!(g.touched(&id(1)).is_none());
+        assert!(g.touched(&id(3)).is_none());
+        assert!(g.row_of(&id(2)).is_some() && g.row_of(&id(4)).is_some());
+    }
+
+    #[test]
+    fn sealed_segment_round_trips() {
+        let dir = tempfile::tempdir().expect("tmp dir");
+        let path = dir.path().join("s.seg");
+        let mut g = Growing::new(3, Metric::Cosine, IdType::String);
+        g.upsert(PointId::Str("a".into()), &[1.0, 0.0, 0.0], br#"{"x":1}"#, 2, 7);
+        g.upsert(PointId::Str("b".into()), &[0.0, 1.0, 0.0], b"", 2, 8);
+        g.upsert(PointId::Str("c".into()), &[0.0, 0.0, 1.0], b"", 0, 3);
+        g.delete(PointId::Str("b".into()), 2, 9);
+        g.write_segment(&path).expect("write");
+        let seg = Segment::open(&path).expect("open");
+        assert_eq!(seg.rows(), 2);
+        assert_eq!(seg.id(0), Some(PointId::Str("a".into())));
+        assert_eq!(seg.row_of(&PointId::Str("c".into())), Some(1));
+        assert_eq!(seg.payload_json(0), br#"{"x":1}"#);
+        assert_eq!((seg.partition(1), seg.offset(1)), (0, 3));
+        assert_eq!(seg.meta().offset_ranges[&2], (7, 7));
+        assert_eq!(seg.vector(1), &[0.0, 0.0, 1.0]);
+    }
+}

@@ -1,0 +1,24 @@
+//! Immutable segments: the on-disk format, its writer and mmap reader, the
+//! growing buffer that fresh rows land in, and exact top-k search.
+//!
+//! A segment holds rows of (id, vector, payload, partition, offset). Ingest
+//! appends events to a [`Growing`] buffer and seals it with [`SegmentWriter`];
+//! query maps the file with [`Segment::open`] (no deserialisation pass, only
+//! a checksum check) and searches it through the [`VectorSearch`] seam, which
+//! the HNSW graph will implement beside today's [`ExactScan`].
+
+mod error;
+mod format;
+mod growing;
+mod ids;
+mod reader;
+mod search;
+mod writer;
+
+pub use error::{Error, Result};
+pub use format::{FORMAT_VERSION, OLDEST_SUPPORTED_VERSION};
+pub use growing::{Growing, RowRef, Touch};
+pub use ids::Ids;
+pub use reader::Segment;
+pub use search::{exact_scan, rank_key, ExactScan, Neighbor, TopK, VectorSearch};
+pub use writer::{SegmentMeta, SegmentWriter};

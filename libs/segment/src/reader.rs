@@ -1,0 +1,275 @@
+//! Reading a segment: map the file, check it once, view sections in place.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use eddy_model::{IdType, Metric, PointId};
+use memmap2::Mmap;
+
+use crate::format::{self, Section, FOOTER_LEN, FOOTER_MAGIC, HEADER_LEN, MAGIC, TABLE_ENTRY_LEN};
+use crate::{Error, Ids, Result, SegmentMeta};
+
+/// A sealed, memory-mapped segment.
+///
+/// Opening checks magic, version, checksum and section bounds once; after
+/// that every accessor is a view into the map with no copying.
+#[derive(Debug)]
+pub struct Segment {
+    path: PathBuf,
+    map: Mmap,
+    dim: usize,
+    metric: Metric,
+    id_type: IdType,
+    rows: usize,
+    sections: HashMap<u32, (usize, usize)>,
+    meta: SegmentMeta,
+    id_index: HashMap<PointId, u32>,
+}
+
+fn le_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn le_u64(b: &[u8], at: usize) -> u64 {
+    let mut x = [0u8; 8];
+    x.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(x)
+}
+
+impl Segment {
+    /// Maps and checks the segment file at `path`.
+    pub fn open(path: &Path) -> Result<Segment> {
+        let file = File::open(path).map_err(Error::io(path))?;
+        let map = map_file(&file, path)?;
+        let bad = |reason: String| Error::corrupt(path, reason);
+        let b: &[u8] = &map;
+        if b.len() < HEADER_LEN + FOOTER_LEN || b[0..8] != MAGIC {
+            return Err(bad("not an eddy segment (bad magic or too short)".into()));
+        }
+        let version = le_u32(b, 8);
+        if !(format::OLDEST_SUPPORTED_VERSION..=format::FORMAT_VERSION).contains(&version) {
+            return Err(Error::UnsupportedVersion {
+                path: path.to_owned(),
+                found: version,
+                oldest: format::OLDEST_SUPPORTED_VERSION,
+                current: format::FORMAT_VERSION,
+            });
+        }
+        let footer = &b[b.len() - FOOTER_LEN..];
+        if footer[8..16] != FOOTER_MAGIC {
+            return Err(bad("bad footer magic (truncated file?)".into()));
+        }
+        let stored_crc = le_u32(footer, 0);
+        let actual_crc = crc32fast::hash(&b[..b.len() - FOOTER_LEN]);
+        if stored_crc != actual_crc {
+            return Err(bad(format!("checksum mismatch: stored {stored_crc:08x}, computed {actual_crc:08x}")));
+        }
+        let dim = le_u32(b, 16) as usize;
+        let metric = format::metric_from_code(b[20]).ok_or_else(|| bad(format!("unknown metric code {}", b[20])))?;
+        let id_type = format::id_type_from_code(b[21]).ok_or_else(|| bad(format!("unknown id type code {}", b[21])))?;
+        let rows = usize::try_from(le_u64(b, 24)).map_err(|_| bad("row count overflows".into()))?;
+        let n_sections = le_u32(b, 32) as usize;
+        let body_end = b.len() - FOOTER_LEN;
+        if HEADER_LEN + n_sections * TABLE_ENTRY_LEN > body_end {
+            return Err(bad("section table runs past the end".into()));
+        }
+        let mut sections = HashMap::new();
+        for i in 0..n_sections {
+            let at = HEADER_LEN + i * TABLE_ENTRY_LEN;
+            let kind = le_u32(b, at);
+            let offset = usize::try_from(le_u64(b, at + 8)).unwrap_or(usize::MAX);
+            let len = usize::try_from(le_u64(b, at + 16)).unwrap_or(usize::MAX);
+            if offset % format::ALIGN != 0 || offset.checked_add(len).is_none_or(|end| end > body_end) {
+                return Err(bad(format!("section {kind} at {offset}+{len} is out of bounds")));
+            }
+            sections.insert(kind, (offset, len));
+        }
+        let mut seg = Segment {
+            path: path.to_owned(),
+            map,
+            dim,
+            metric,
+            id_type,
+            rows,
+            sections,
+            meta: SegmentMeta::default(),
+            id_index: HashMap::new(),
+        };
+        seg.check_lengths()?;
+        seg.meta = serde_json::from_slice(seg.section(Section::Meta))
+            .map_err(|e| bad(format!("meta section: {e}")))?;
+        seg.id_index = seg.build_id_index()?;
+        Ok(seg)
+    }
+
+    fn section(&self, kind: Section) -> &[u8] {
+        match self.sections.get(&(kind as u32)) {
+            Some(&(offset, len)) => &self.map[offset..offset + len],
+            None => &[],
+        }
+    }
+
+    fn typed<T: bytemuck::Pod>(&self, kind: Section) -> &[T] {
+        // Lengths and alignment were checked at open; an empty slice can only
+        // come from a zero-row segment.
+        bytemuck::try_cast_slice(self.section(kind)).unwrap_or(&[])
+    }
+
+    fn check_lengths(&self) -> Result<()> {
+        let expect = |kind: Section, elem: usize, count: usize| -> Result<()> {
+            let bytes = self.section(kind);
+            if bytes.len() != elem * count {
+                return Err(Error::corrupt(
+                    &self.path,
+                    format!("section {kind:?} holds {} bytes, expected {}", bytes.len(), elem * count),
+                ));
+            }
+            Ok(())
+        };
+        expect(Section::Vectors, 4, self.rows * self.dim)?;
+        expect(Section::Partitions, 4, self.rows)?;
+        expect(Section::Offsets, 8, self.rows)?;
+        expect(Section::PayloadOffsets, 8, self.rows + 1)?;
+        match self.id_type {
+            IdType::U64 => expect(Section::IdsU64, 8, self.rows)?,
+            IdType::String => expect(Section::IdsStrOffsets, 8, self.rows + 1)?,
+        }
+        let check_offsets = |offsets: &[u64], data_len: usize, what: &str| -> Result<()> {
+            let mut prev = 0u64;
+            for &o in offsets {
+                if o < prev || o as usize > data_len {
+                    return Err(Error::corrupt(&self.path, format!("{what} offsets are not monotonic")));
+                }
+                prev = o;
+            }
+            Ok(())
+        };
+        check_offsets(
+            self.typed::<u64>(Section::PayloadOffsets),
+            self.section(Section::PayloadBytes).len(),
+            "payload",
+        )?;
+        if self.id_type == IdType::String {
+            check_offsets(
+                self.typed::<u64>(Section::IdsStrOffsets),
+                self.section(Section::IdsStrBytes).len(),
+                "id",
+            )?;
+        }
+        Ok(())
+    }
+
+    fn build_id_index(&self) -> Result<HashMap<PointId, u32>> {
+        let ids = self.ids();
+        let mut index = HashMap::with_capacity(self.rows);
+        for row in 0..self.rows {
+            let id = ids
+                .get(row)
+                .ok_or_else(|| Error::corrupt(&self.path, format!("id of row {row} is not valid UTF-8")))?;
+            // A later row of the same id (an upsert within one seal) wins.
+            index.insert(id, row as u32);
+        }
+        Ok(index)
+    }
+
+    /// The file this segment was mapped from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Vector dimension.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// The metric the vectors were prepared for.
+    pub fn metric(&self) -> Metric {
+        self.metric
+    }
+
+    /// The id type.
+    pub fn id_type(&self) -> IdType {
+        self.id_type
+    }
+
+    /// Number of rows (deleted ones included; deletes live in the manifest).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Size of the mapped file in bytes.
+    pub fn file_len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Offset ranges and creation time.
+    pub fn meta(&self) -> &SegmentMeta {
+        &self.meta
+    }
+
+    /// All vectors, row-major.
+    pub fn vectors(&self) -> &[f32] {
+        self.typed(Section::Vectors)
+    }
+
+    /// The vector of `row`.
+    pub fn vector(&self, row: u32) -> &[f32] {
+        let start = row as usize * self.dim;
+        &self.vectors()[start..start + self.dim]
+    }
+
+    /// The id column.
+    pub fn ids(&self) -> Ids<'_> {
+        match self.id_type {
+            IdType::U64 => Ids::U64(self.typed(Section::IdsU64)),
+            IdType::String => Ids::Str {
+                offsets: self.typed(Section::IdsStrOffsets),
+                bytes: self.section(Section::IdsStrBytes),
+            },
+        }
+    }
+
+    /// The id of `row`.
+    pub fn id(&self, row: u32) -> Option<PointId> {
+        self.ids().get(row as usize)
+    }
+
+    /// The row holding `id` (the last one, if the segment holds several).
+    pub fn row_of(&self, id: &PointId) -> Option<u32> {
+        self.id_index.get(id).copied()
+    }
+
+    /// Whether `row` is the current row of its id in this segment (false for
+    /// a row superseded by a later row of the same id in the same segment).
+    pub fn is_current(&self, row: u32) -> bool {
+        self.id(row).and_then(|id| self.row_of(&id)) == Some(row)
+    }
+
+    /// Source partition of `row`.
+    pub fn partition(&self, row: u32) -> u32 {
+        self.typed::<u32>(Section::Partitions)[row as usize]
+    }
+
+    /// Source offset of `row`.
+    pub fn offset(&self, row: u32) -> i64 {
+        self.typed::<i64>(Section::Offsets)[row as usize]
+    }
+
+    /// The JSON payload object of `row` (empty bytes for no payload).
+    pub fn payload_json(&self, row: u32) -> &[u8] {
+        let offsets = self.typed::<u64>(Section::PayloadOffsets);
+        let (start, end) = (offsets[row as usize] as usize, offsets[row as usize + 1] as usize);
+        &self.section(Section::PayloadBytes)[start..end]
+    }
+}
+
+#[expect(unsafe_code, reason = "memory-mapping a file is unsafe by nature")]
+fn map_file(file: &File, path: &Path) -> Result<Mmap> {
+    // SAFETY: segment files are immutable once written (they are created under
+    // a temporary name, fsynced and renamed into place, and never opened for
+    // writing again), so the mapped bytes cannot change under us. A file
+    // truncated by an outside actor would be an operator error; every offset
+    // we read is bounds-checked against the map's length at open.
+    unsafe { Mmap::map(file) }.map_err(Error::io(path))
+}
