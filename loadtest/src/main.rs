@@ -1,1 +1,33 @@
-fn main() {}
+//! `eddy-loadtest`: the end-to-end demo and load tools (see the library docs).
+
+use clap::{Parser, Subcommand};
+use eddy_loadtest::demo::{self, DemoArgs};
+
+/// eddy's demo and load generator.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run broker, ingest and query locally, publish a dataset, measure
+    /// freshness, recall and latency over HTTP and Arrow Flight.
+    Demo(DemoArgs),
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    match Cli::parse().command {
+        Command::Demo(args) => demo::run(args).await,
+    }
+}

@@ -83,6 +83,11 @@ impl Growing {
         self.dim
     }
 
+    /// The metric rows are scored with.
+    pub fn metric(&self) -> Metric {
+        self.metric
+    }
+
     /// Rows currently live (not replaced or deleted).
     pub fn live_rows(&self) -> usize {
         self.live_rows

@@ -1,1 +1,24 @@
-fn main() {}
+//! eddy-query binary: parse config, start tracing, serve until Ctrl-C/SIGTERM.
+
+use clap::Parser as _;
+use eddy_query::QueryConfig;
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    eddy_config::apply_config_file(&args)?;
+    let config = QueryConfig::parse_from(args);
+    eddy_config::init_tracing(&config.common.log_format);
+    let runtime = eddy_config::runtime(2)?;
+    runtime.block_on(async move {
+        let query = eddy_query::start(config).await?;
+        println!(
+            "eddy-query serving HTTP on http://{} and Arrow Flight on grpc://{}",
+            query.http_addr(),
+            query.flight_addr()
+        );
+        eddy_config::shutdown_signal().await;
+        tracing::info!("shutting down");
+        query.shutdown().await;
+        Ok(())
+    })
+}

@@ -1,0 +1,290 @@
+//! SQ8: scalar quantization to u8 with one global range learned from quantiles.
+//!
+//! `x ≈ lo + Δ·c` with `c ∈ 0..=255`. For inner product,
+//! `q·x ≈ Δ²·(c_q·c_x) + lo·Δ·Σc_x + lo·Δ·Σc_q + d·lo²`: the integer dot runs on
+//! the u8 kernel and `lo·Δ·Σc_x` is the per-vector correction term stored with
+//! the code. For L2 the offset cancels: `‖q−x‖² ≈ Δ²·‖c_q−c_x‖²`.
+
+use eddy_kernels::Kernels;
+use rand::seq::index::sample;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::{check_query, rows_of, CodeScorer, Error, Metric, Result};
+
+/// Training parameters for [`Sq8Quantizer`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sq8Config {
+    /// Central fraction of all coordinate values the range covers (0.5..=1.0).
+    pub quantile: f32,
+    /// Metric the approximate scores estimate.
+    pub metric: Metric,
+    /// Maximum training rows sampled.
+    pub max_train_rows: usize,
+    /// Seed for the row sample.
+    pub seed: u64,
+}
+
+impl Default for Sq8Config {
+    fn default() -> Self {
+        Self {
+            quantile: 0.99,
+            metric: Metric::Dot,
+            max_train_rows: 20_000,
+            seed: 42,
+        }
+    }
+}
+
+/// Trained SQ8 parameters: one offset and step for every coordinate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sq8Quantizer {
+    dim: usize,
+    lo: f32,
+    delta: f32,
+    metric: Metric,
+}
+
+impl Sq8Quantizer {
+    /// Learn the range from the `quantile` central values of a row sample of `data`.
+    ///
+    /// # Errors
+    /// On a ragged or empty matrix, non-finite values or a quantile outside 0.5..=1.
+    pub fn train(data: &[f32], dim: usize, config: &Sq8Config) -> Result<Self> {
+        let rows = rows_of(data, dim)?;
+        if rows == 0 {
+            return Err(Error::TooFewVectors { need: 1, got: 0 });
+        }
+        if !(0.5..=1.0).contains(&config.quantile) {
+            return Err(Error::InvalidParam {
+                name: "quantile",
+                reason: "must be within 0.5..=1.0",
+            });
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
+        let take = rows.min(config.max_train_rows.max(1));
+        let mut values: Vec<f32> = sample(&mut rng, rows, take)
+            .into_iter()
+            .flat_map(|r| data[r * dim..(r + 1) * dim].iter().copied())
+            .collect();
+        let n = values.len();
+        let tail = (1.0 - config.quantile) / 2.0;
+        let lo_rank = ((n as f32 * tail) as usize).min(n - 1);
+        let hi_rank = ((n as f32 * (1.0 - tail)) as usize).clamp(lo_rank, n - 1);
+        let lo = *values.select_nth_unstable_by(lo_rank, f32::total_cmp).1;
+        let hi = *values.select_nth_unstable_by(hi_rank, f32::total_cmp).1;
+        let delta = if hi > lo { (hi - lo) / 255.0 } else { 1.0 };
+        Ok(Self {
+            dim,
+            lo,
+            delta,
+            metric: config.metric,
+        })
+    }
+
+    /// Vector dimension.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Lower end of the range (the value of code 0).
+    pub fn lo(&self) -> f32 {
+        self.lo
+    }
+
+    /// Step between adjacent codes.
+    pub fn delta(&self) -> f32 {
+        self.delta
+    }
+
+    /// Encode `v` into `code` and return its correction term `lo·Δ·Σc`.
+    ///
+    /// # Errors
+    /// On wrong lengths or non-finite values.
+    pub fn encode_into(&self, v: &[f32], code: &mut [u8]) -> Result<f32> {
+        check_query(v, self.dim)?;
+        if code.len() != self.dim {
+            return Err(Error::DimMismatch {
+                expected: self.dim,
+                got: code.len(),
+            });
+        }
+        let inv = 1.0 / self.delta;
+        let mut sum = 0u32;
+        for (c, &x) in code.iter_mut().zip(v) {
+            *c = ((x - self.lo) * inv).round().clamp(0.0, 255.0) as u8;
+            sum += u32::from(*c);
+        }
+        Ok(self.lo * self.delta * sum as f32)
+    }
+
+    /// Encode every row of `data`.
+    ///
+    /// # Errors
+    /// On a ragged matrix or non-finite values.
+    pub fn encode_all(&self, data: &[f32]) -> Result<Sq8Codes> {
+        let rows = rows_of(data, self.dim)?;
+        let mut codes = vec![0u8; rows * self.dim];
+        let mut corrections = Vec::with_capacity(rows);
+        for (v, code) in data
+            .chunks_exact(self.dim)
+            .zip(codes.chunks_exact_mut(self.dim))
+        {
+            corrections.push(self.encode_into(v, code)?);
+        }
+        Ok(Sq8Codes {
+            quantizer: *self,
+            codes,
+            corrections,
+        })
+    }
+}
+
+/// SQ8 codes of a collection with their correction terms.
+#[derive(Debug, Clone)]
+pub struct Sq8Codes {
+    quantizer: Sq8Quantizer,
+    codes: Vec<u8>,
+    corrections: Vec<f32>,
+}
+
+/// A query encoded for SQ8 scoring.
+#[derive(Debug, Clone)]
+pub struct Sq8Query {
+    code: Vec<u8>,
+    offset: f32,
+}
+
+impl Sq8Codes {
+    /// The quantizer that produced the codes.
+    pub fn quantizer(&self) -> &Sq8Quantizer {
+        &self.quantizer
+    }
+
+    /// Row-major codes, `dim` bytes per row.
+    pub fn codes(&self) -> &[u8] {
+        &self.codes
+    }
+
+    /// Per-row correction terms.
+    pub fn corrections(&self) -> &[f32] {
+        &self.corrections
+    }
+}
+
+impl CodeScorer for Sq8Codes {
+    type Query = Sq8Query;
+
+    fn dim(&self) -> usize {
+        self.quantizer.dim
+    }
+
+    fn len(&self) -> usize {
+        self.corrections.len()
+    }
+
+    fn bytes_per_vector(&self) -> usize {
+        self.quantizer.dim + 4
+    }
+
+    fn prepare(&self, query: &[f32]) -> Result<Sq8Query> {
+        let q = &self.quantizer;
+        let mut code = vec![0u8; q.dim];
+        let corr = q.encode_into(query, &mut code)?;
+        let offset = corr + q.dim as f32 * q.lo * q.lo;
+        Ok(Sq8Query { code, offset })
+    }
+
+    fn score(&self, query: &Sq8Query, row: usize) -> f32 {
+        let dim = self.quantizer.dim;
+        let code = &self.codes[row * dim..(row + 1) * dim];
+        let d2 = self.quantizer.delta * self.quantizer.delta;
+        match self.quantizer.metric {
+            Metric::Dot => {
+                d2 * Kernels::get().dot_u8(&query.code, code) as f32
+                    + self.corrections[row]
+                    + query.offset
+            }
+            Metric::L2 => -d2 * Kernels::get().l2sq_u8(&query.code, code) as f32,
+        }
+    }
+
+    fn score_all(&self, query: &Sq8Query, out: &mut [f32]) {
+        const CHUNK: usize = 1024;
+        let k = Kernels::get();
+        let dim = self.quantizer.dim;
+        let d2 = self.quantizer.delta * self.quantizer.delta;
+        let mut raw = [0u32; CHUNK];
+        let chunks = self
+            .codes
+            .chunks(CHUNK * dim)
+            .zip(out.chunks_mut(CHUNK))
+            .zip(self.corrections.chunks(CHUNK));
+        for ((codes, out), corr) in chunks {
+            let raw = &mut raw[..out.len()];
+            match self.quantizer.metric {
+                Metric::Dot => {
+                    k.dot_u8_block(&query.code, codes, raw);
+                    for ((o, &r), &c) in out.iter_mut().zip(raw.iter()).zip(corr) {
+                        *o = d2 * r as f32 + c + query.offset;
+                    }
+                }
+                Metric::L2 => {
+                    k.l2sq_u8_block(&query.code, codes, raw);
+                    for (o, &r) in out.iter_mut().zip(raw.iter()) {
+                        *o = -d2 * r as f32;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scores_track_exact_dot_and_l2() {
+        let dim = 16;
+        let data: Vec<f32> = (0..dim * 50)
+            .map(|i| ((i * 37 % 101) as f32 / 50.0) - 1.0)
+            .collect();
+        for metric in [Metric::Dot, Metric::L2] {
+            let cfg = Sq8Config {
+                quantile: 1.0,
+                metric,
+                ..Sq8Config::default()
+            };
+            let q = Sq8Quantizer::train(&data, dim, &cfg).expect("train");
+            let codes = q.encode_all(&data).expect("encode");
+            let query = &data[3 * dim..4 * dim];
+            let prepared = codes.prepare(query).expect("prepare");
+            for row in 0..50 {
+                let exact = metric.score(query, &data[row * dim..(row + 1) * dim]);
+                let approx = codes.score(&prepared, row);
+                assert!(
+                    (exact - approx).abs() < 0.01 * exact.abs() + dim as f32 * q.delta(),
+                    "{metric:?} row {row}: {exact} vs {approx}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn rejects_bad_input() {
+        let cfg = Sq8Config::default();
+        assert_eq!(
+            Sq8Quantizer::train(&[1.0, 2.0, 3.0], 2, &cfg),
+            Err(Error::Ragged { len: 3, dim: 2 })
+        );
+        assert_eq!(
+            Sq8Quantizer::train(&[f32::NAN, 1.0], 2, &cfg),
+            Err(Error::NonFinite)
+        );
+        assert!(Sq8Quantizer::train(&[], 2, &cfg).is_err());
+        let q = Sq8Quantizer::train(&[0.0, 1.0], 2, &cfg).expect("train");
+        let mut code = [0u8; 2];
+        assert!(q.encode_into(&[0.0], &mut code).is_err());
+    }
+}

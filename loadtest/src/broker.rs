@@ -1,0 +1,418 @@
+//! A throwaway [Tansu](https://github.com/tansu-io/tansu) broker for tests and
+//! the demo: a real Kafka-protocol broker, one process, SQLite storage in a
+//! temp dir, on a free loopback port; killed and cleaned up on drop.
+//!
+//! Also the small process helpers the demo and the service integration tests
+//! use to run eddy binaries: [`free_port`] and [`ChildGuard`].
+//!
+//! Everything here is synchronous (std processes, blocking rdkafka metadata
+//! calls with timeouts) so it works from plain `#[test]`s, from async tests and
+//! from `Drop`. From async code, call the slow parts ([`Tansu::start`],
+//! [`Tansu::create_topic`]) in `tokio::task::spawn_blocking` if the runtime
+//! has other work to do meanwhile.
+
+use std::fs::File;
+use std::io;
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::metadata::Metadata;
+
+use crate::process::file_tail;
+pub use crate::process::{free_port, ChildGuard};
+
+/// Environment variable naming the `tansu` binary to run.
+pub const TANSU_BIN_ENV: &str = "TANSU_BIN";
+
+/// The command that installs Tansu with the SQLite engine.
+pub const TANSU_INSTALL: &str = "cargo install --locked tansu --features libsql";
+
+/// How long [`Tansu::start`] waits for the broker to answer a metadata request.
+pub const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long [`Tansu::create_topic`] waits for the topic to appear.
+pub const TOPIC_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How much of the broker log an error message carries.
+const LOG_TAIL_BYTES: u64 = 4096;
+
+/// Errors of the broker harness.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No `tansu` binary was found.
+    #[error("tansu binary not found (looked at {searched}); install it with `{TANSU_INSTALL}` or set {TANSU_BIN_ENV}")]
+    NotInstalled {
+        /// The places that were searched.
+        searched: String,
+    },
+    /// An I/O operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// The broker process exited while it was expected to run.
+    #[error("tansu exited with {status} before it was ready; log {log_path}:\n{log}")]
+    Exited {
+        /// Its exit status.
+        status: ExitStatus,
+        /// Where its full log is (deleted when the harness drops).
+        log_path: PathBuf,
+        /// The end of its log.
+        log: String,
+    },
+    /// The broker did not answer a metadata request in time.
+    #[error("tansu on {bootstrap} did not become ready within {waited:?} (last error: {last_error}); log:\n{log}")]
+    StartTimeout {
+        /// The address it should listen on.
+        bootstrap: String,
+        /// How long we waited.
+        waited: Duration,
+        /// The last connection error.
+        last_error: String,
+        /// The end of its log.
+        log: String,
+    },
+    /// `tansu topic create` failed.
+    #[error("`tansu topic create {topic}` failed ({status}): {output}; broker log:\n{log}")]
+    TopicCreate {
+        /// The topic.
+        topic: String,
+        /// The command's exit status, or "timed out".
+        status: String,
+        /// The command's stdout and stderr.
+        output: String,
+        /// The end of the broker log.
+        log: String,
+    },
+    /// The topic did not show all its partitions in metadata in time.
+    #[error("topic {topic} did not show {partitions} partitions within {waited:?} (last seen: {seen}); broker log:\n{log}")]
+    TopicTimeout {
+        /// The topic.
+        topic: String,
+        /// The partitions expected.
+        partitions: u32,
+        /// How long we waited.
+        waited: Duration,
+        /// What the last metadata showed.
+        seen: String,
+        /// The end of the broker log.
+        log: String,
+    },
+    /// A process helper failed (spawning, waiting, a free port).
+    #[error(transparent)]
+    Process(#[from] crate::process::Error),
+    /// A Kafka client could not be created.
+    #[error("kafka client for {bootstrap}: {source}")]
+    Kafka {
+        /// The bootstrap address.
+        bootstrap: String,
+        /// The underlying error.
+        source: rdkafka::error::KafkaError,
+    },
+}
+
+/// Result alias for this module.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
+    let what = what.into();
+    move |source| Error::Io { what, source }
+}
+
+/// Finds the `tansu` binary: `$TANSU_BIN`, else `tansu` on `PATH`, else
+/// `~/.cargo/bin/tansu`.
+pub fn find_tansu() -> Result<PathBuf> {
+    let mut searched = Vec::new();
+    if let Some(bin) = std::env::var_os(TANSU_BIN_ENV) {
+        let bin = PathBuf::from(bin);
+        if bin.is_file() {
+            return Ok(bin);
+        }
+        searched.push(format!("${TANSU_BIN_ENV}={}", bin.display()));
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        if let Some(bin) = std::env::split_paths(&path)
+            .map(|dir| dir.join("tansu"))
+            .find(|p| p.is_file())
+        {
+            return Ok(bin);
+        }
+        searched.push("tansu on PATH".to_owned());
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        let bin = Path::new(&home).join(".cargo/bin/tansu");
+        if bin.is_file() {
+            return Ok(bin);
+        }
+        searched.push(bin.display().to_string());
+    }
+    Err(Error::NotInstalled {
+        searched: searched.join(", "),
+    })
+}
+
+/// A running Tansu broker with SQLite storage in a temp dir.
+///
+/// Dropping it kills the broker and deletes its data and log.
+#[derive(Debug)]
+pub struct Tansu {
+    bin: PathBuf,
+    port: u16,
+    log_path: PathBuf,
+    // Field order matters: the process is stopped before the dir is removed.
+    child: Mutex<ChildGuard>,
+    dir: tempfile::TempDir,
+}
+
+impl Tansu {
+    /// Starts a broker on a free loopback port and waits (up to [`START_TIMEOUT`])
+    /// until it answers a Kafka metadata request. If the broker exits at once
+    /// (another process took the port in between), it retries on a new port, twice.
+    pub fn start() -> Result<Self> {
+        let bin = find_tansu()?;
+        let mut attempt = 1;
+        loop {
+            match Self::start_once(&bin) {
+                Err(Error::Exited { status, log, .. }) if attempt < 3 => {
+                    tracing::warn!(%status, attempt, log, "tansu exited during start; retrying on a new port");
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn start_once(bin: &Path) -> Result<Self> {
+        let dir = tempfile::Builder::new()
+            .prefix("eddy-tansu-")
+            .tempdir()
+            .map_err(io_err("create temp dir for tansu"))?;
+        let port = free_port()?;
+        let log_path = dir.path().join("tansu.log");
+        let child = spawn_broker(bin, dir.path(), port, &log_path)?;
+        let tansu = Self {
+            bin: bin.to_owned(),
+            port,
+            log_path,
+            child: Mutex::new(child),
+            dir,
+        };
+        tansu.wait_ready(START_TIMEOUT)?;
+        tracing::info!(bootstrap = %tansu.bootstrap(), dir = %tansu.dir.path().display(), "tansu ready");
+        Ok(tansu)
+    }
+
+    /// The bootstrap address, `127.0.0.1:<port>`.
+    pub fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The broker URL the `tansu` CLI takes, `tcp://127.0.0.1:<port>`.
+    pub fn broker_url(&self) -> String {
+        format!("tcp://127.0.0.1:{}", self.port)
+    }
+
+    /// The broker's log file (inside the temp dir).
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
+    /// The temp dir holding the SQLite database and the log.
+    pub fn data_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The last few KiB of the broker log.
+    pub fn log_tail(&self) -> String {
+        file_tail(&self.log_path, LOG_TAIL_BYTES)
+    }
+
+    /// Creates `name` with `partitions` partitions (`tansu topic create`) and
+    /// waits (up to [`TOPIC_TIMEOUT`]) until metadata shows every partition with a leader.
+    /// An existing topic with that many partitions is accepted.
+    pub fn create_topic(&self, name: &str, partitions: u32) -> Result<()> {
+        let out_path = self.dir.path().join(format!("topic-create-{name}.out"));
+        let out =
+            File::create(&out_path).map_err(io_err(format!("create {}", out_path.display())))?;
+        let err = out.try_clone().map_err(io_err("clone output file"))?;
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(["topic", "create", name, "--partitions"])
+            .arg(partitions.to_string())
+            .arg("--broker")
+            .arg(self.broker_url())
+            // tansu reads `.env` from its working directory: keep it in ours.
+            .current_dir(self.dir.path())
+            .stdout(out)
+            .stderr(err);
+        let mut guard = ChildGuard::spawn(format!("tansu topic create {name}"), &mut cmd)?
+            .with_grace(Duration::ZERO);
+        let deadline = Instant::now() + TOPIC_TIMEOUT;
+        let status = loop {
+            if let Some(status) = guard.try_wait()? {
+                break Some(status);
+            }
+            if Instant::now() >= deadline {
+                break None;
+            }
+            thread::sleep(Duration::from_millis(20));
+        };
+        drop(guard);
+        let output = file_tail(&out_path, LOG_TAIL_BYTES);
+        match status {
+            Some(s) if s.success() => {}
+            // Idempotent: an existing topic is fine if it has the partitions (checked below).
+            Some(_)
+                if output.contains("already exists") || output.contains("TopicAlreadyExists") =>
+            {
+                tracing::debug!(topic = name, "topic already exists");
+            }
+            other => {
+                return Err(Error::TopicCreate {
+                    topic: name.to_owned(),
+                    status: other.map_or_else(
+                        || format!("timed out after {TOPIC_TIMEOUT:?}"),
+                        |s| s.to_string(),
+                    ),
+                    output,
+                    log: self.log_tail(),
+                })
+            }
+        }
+        self.wait_topic(name, partitions, TOPIC_TIMEOUT)
+    }
+
+    fn consumer(&self) -> Result<BaseConsumer> {
+        ClientConfig::new()
+            .set("bootstrap.servers", self.bootstrap())
+            .set("socket.timeout.ms", "2000")
+            .set("topic.metadata.refresh.interval.ms", "500")
+            .create()
+            .map_err(|source| Error::Kafka {
+                bootstrap: self.bootstrap(),
+                source,
+            })
+    }
+
+    /// Fails with [`Error::Exited`] when the broker process has exited.
+    fn check_alive(&self) -> Result<()> {
+        let status = match self.child.lock() {
+            Ok(mut child) => child.try_wait()?,
+            Err(poisoned) => poisoned.into_inner().try_wait()?,
+        };
+        match status {
+            Some(status) => Err(Error::Exited {
+                status,
+                log_path: self.log_path.clone(),
+                log: self.log_tail(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn wait_ready(&self, timeout: Duration) -> Result<()> {
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
+        let start = Instant::now();
+        let mut last_error = "no attempt yet".to_owned();
+        let consumer = self.consumer()?;
+        while start.elapsed() < timeout {
+            self.check_alive()?;
+            if let Err(e) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+                last_error = format!("connect {addr}: {e}");
+                thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+            match consumer.fetch_metadata(None, Duration::from_secs(2)) {
+                Ok(md) if !md.brokers().is_empty() => return Ok(()),
+                Ok(_) => last_error = "metadata lists no brokers".to_owned(),
+                Err(e) => last_error = format!("metadata: {e}"),
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+        Err(Error::StartTimeout {
+            bootstrap: self.bootstrap(),
+            waited: start.elapsed(),
+            last_error,
+            log: self.log_tail(),
+        })
+    }
+
+    fn wait_topic(&self, topic: &str, partitions: u32, timeout: Duration) -> Result<()> {
+        let consumer = self.consumer()?;
+        let start = Instant::now();
+        let mut seen = "nothing".to_owned();
+        while start.elapsed() < timeout {
+            match consumer.fetch_metadata(Some(topic), Duration::from_secs(2)) {
+                Ok(md) => {
+                    let (ready, what) = topic_ready(&md, topic, partitions);
+                    if ready {
+                        return Ok(());
+                    }
+                    seen = what;
+                }
+                Err(e) => seen = format!("metadata error: {e}"),
+            }
+            self.check_alive()?;
+            thread::sleep(Duration::from_millis(100));
+        }
+        Err(Error::TopicTimeout {
+            topic: topic.to_owned(),
+            partitions,
+            waited: start.elapsed(),
+            seen,
+            log: self.log_tail(),
+        })
+    }
+}
+
+/// Whether metadata shows `topic` with `partitions` partitions, each led by a
+/// broker; and a description of what it shows.
+fn topic_ready(md: &Metadata, topic: &str, partitions: u32) -> (bool, String) {
+    let Some(t) = md.topics().iter().find(|t| t.name() == topic) else {
+        return (false, "topic absent".to_owned());
+    };
+    if let Some(err) = t.error() {
+        return (false, format!("topic error {err:?}"));
+    }
+    let led = t
+        .partitions()
+        .iter()
+        .filter(|p| p.error().is_none() && p.leader() >= 0)
+        .count();
+    let ready = t.partitions().len() == partitions as usize && led == partitions as usize;
+    (
+        ready,
+        format!("{} partitions, {led} with a leader", t.partitions().len()),
+    )
+}
+
+fn spawn_broker(bin: &Path, dir: &Path, port: u16, log_path: &Path) -> Result<ChildGuard> {
+    let log = File::create(log_path).map_err(io_err(format!("create {}", log_path.display())))?;
+    let log_err = log.try_clone().map_err(io_err("clone log file"))?;
+    let url = format!("tcp://127.0.0.1:{port}");
+    let mut cmd = Command::new(bin);
+    // Tansu 0.6 resolves a sqlite URL as `<cwd>/<host><path>` (a leading `/`
+    // is stripped, so an absolute path does not work): run it in the temp dir
+    // and name the file relative to it.
+    cmd.arg("broker")
+        .arg("--storage-engine")
+        .arg("sqlite://tansu.db")
+        .arg("--listener-url")
+        .arg(&url)
+        .arg("--advertised-listener-url")
+        .arg(&url)
+        .arg("--cluster-id")
+        .arg("eddy-test")
+        .current_dir(dir)
+        .stdout(log)
+        .stderr(log_err);
+    Ok(ChildGuard::spawn("tansu broker", &mut cmd)?)
+}

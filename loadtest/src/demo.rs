@@ -1,0 +1,249 @@
+//! `eddy-loadtest demo`: the whole pipeline on one machine.
+//!
+//! Starts a Tansu broker, creates the topic, runs `eddy-ingest` and
+//! `eddy-query` as child processes, publishes the dataset's base vectors at a
+//! fixed rate while measuring produce→searchable latency on a sample, waits
+//! until every point is counted, runs the queries over HTTP, Flight `DoGet` and
+//! Flight `DoExchange`, and prints recall and latency. Then it keeps serving
+//! until Ctrl-C (or exits at once with `--exit`). Every child process is
+//! stopped on the way out, whatever happened.
+
+mod produce;
+mod queries;
+mod report;
+mod services;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use rdkafka::config::ClientConfig;
+use rdkafka::producer::FutureProducer;
+use tokio::time::Instant;
+
+use crate::broker::Tansu;
+use crate::dataset::{Dataset, SAMPLE_DIR};
+use crate::flight::FlightSearch;
+use crate::http::QueryClient;
+use produce::ProduceOptions;
+use services::{ServiceConfig, Services};
+
+/// The collection (and topic) the demo uses.
+const COLLECTION: &str = "demo";
+/// Results per query.
+const K: usize = 10;
+/// How long the services get to become ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long, after publishing, until every point must be counted.
+const COUNT_TIMEOUT: Duration = Duration::from_secs(120);
+/// Per-request timeout of the query clients.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Options of `eddy-loadtest demo`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DemoArgs {
+    /// Dataset directory: the committed sample (default) or the full
+    /// debian-minilm layout (base.fvecs, base-payload.jsonl,
+    /// queries-public.fvecs, gt-public.ivecs, gt-public-scores.fvecs).
+    #[arg(long, env = "EDDY_DEMO_DATASET", default_value = SAMPLE_DIR)]
+    pub dataset: PathBuf,
+
+    /// Number of queries to run per API (default: all in the dataset).
+    #[arg(long, env = "EDDY_DEMO_QUERIES")]
+    pub queries: Option<usize>,
+
+    /// Publish rate in events per second (0 = as fast as possible).
+    #[arg(long, env = "EDDY_DEMO_RATE", default_value_t = 1000.0)]
+    pub rate: f64,
+
+    /// Partitions of the demo topic.
+    #[arg(long, env = "EDDY_DEMO_PARTITIONS", default_value_t = 3)]
+    pub partitions: u32,
+
+    /// Measure produce→searchable latency on one event in this many (0 = off).
+    #[arg(long, env = "EDDY_DEMO_SAMPLE_EVERY", default_value_t = 20)]
+    pub sample_every: usize,
+
+    /// Directory holding eddy-ingest and eddy-query (default: next to this binary).
+    #[arg(long, env = "EDDY_DEMO_BIN_DIR")]
+    pub bin_dir: Option<PathBuf>,
+
+    /// Exit right after the report instead of serving until Ctrl-C.
+    #[arg(long, env = "EDDY_DEMO_EXIT")]
+    pub exit: bool,
+}
+
+/// Runs the demo. Returns an error (children stopped) on any failure.
+pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
+    if args.partitions == 0 {
+        bail!("--partitions must be at least 1");
+    }
+    let dataset_dir = args.dataset.clone();
+    let max_queries = args.queries;
+    let ds = tokio::task::spawn_blocking(move || Dataset::load(&dataset_dir, max_queries))
+        .await
+        .context("dataset loader panicked")?
+        .with_context(|| format!("loading dataset {}", args.dataset.display()))?;
+    tracing::info!(
+        points = ds.len(),
+        dim = ds.dim(),
+        queries = ds.queries.rows(),
+        "dataset loaded"
+    );
+
+    let bin_dir = match &args.bin_dir {
+        Some(dir) => dir.clone(),
+        None => services::default_bin_dir()?,
+    };
+    services::check_binaries(&bin_dir)?;
+
+    let partitions = args.partitions;
+    let tansu = tokio::task::spawn_blocking(move || -> anyhow::Result<Tansu> {
+        let tansu = Tansu::start()?;
+        tansu.create_topic(COLLECTION, partitions)?;
+        Ok(tansu)
+    })
+    .await
+    .context("broker start panicked")??;
+
+    let work = tempfile::Builder::new()
+        .prefix("eddy-demo-")
+        .tempdir()
+        .context("creating the demo's temp dir")?;
+    let cfg = ServiceConfig {
+        bin_dir,
+        brokers: tansu.bootstrap(),
+        store: work.path().join("store"),
+        log_dir: work.path().to_owned(),
+        collection: format!(
+            "name={COLLECTION},dim={},metric=cosine,topic={COLLECTION},id=u64,field.section=keyword",
+            ds.dim()
+        ),
+    };
+    let mut services = Services::start(&cfg)?;
+    let outcome = tokio::select! {
+        r = pipeline(&args, &ds, &tansu, &mut services) => r,
+        _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+    };
+    if let Err(e) = outcome {
+        eprintln!("{}", services.log_tails());
+        services.stop();
+        return Err(e);
+    }
+    if !args.exit {
+        println!("\nserving (Ctrl-C to stop):");
+        println!(
+            "  HTTP            http://{}/v1/collections/{COLLECTION}/search",
+            services.http_addr
+        );
+        println!("  Arrow Flight    grpc://{}", services.flight_addr);
+        println!("  query metrics   http://{}/metrics", services.http_addr);
+        println!(
+            "  ingest metrics  http://{}/metrics",
+            services.ingest_metrics_addr
+        );
+        println!(
+            "  Kafka           {} (topic {COLLECTION})",
+            tansu.bootstrap()
+        );
+        println!("  logs            {}", work.path().display());
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C")?,
+            e = services.watch() => {
+                eprintln!("{}", services.log_tails());
+                return Err(e);
+            }
+        }
+        println!("stopping");
+    }
+    services.stop();
+    Ok(())
+}
+
+/// Ready → publish → count → queries → report; fails fast when a service exits.
+async fn pipeline(
+    args: &DemoArgs,
+    ds: &Dataset,
+    tansu: &Tansu,
+    services: &mut Services,
+) -> anyhow::Result<()> {
+    let client = QueryClient::new(&services.http_addr, COLLECTION, REQUEST_TIMEOUT)?;
+    let flight_addr = services.flight_addr.clone();
+    services.wait_ready(&client, READY_TIMEOUT).await?;
+    tracing::info!("services ready");
+
+    let work = async {
+        let producer: FutureProducer = ClientConfig::new()
+            .set("bootstrap.servers", tansu.bootstrap())
+            .set("linger.ms", "2")
+            .set("message.timeout.ms", "30000")
+            .create()
+            .context("creating the Kafka producer")?;
+        let opts = ProduceOptions {
+            topic: COLLECTION.to_owned(),
+            rate: args.rate,
+            sample_every: args.sample_every,
+        };
+        let started = Instant::now();
+        let stats = produce::produce(ds, &producer, &client, &opts).await?;
+        tracing::info!(
+            events = stats.events,
+            "published; waiting until every point is counted"
+        );
+        wait_count(&client, ds.len() as u64, COUNT_TIMEOUT).await?;
+        let all_searchable_after = started.elapsed();
+
+        let mut flight = FlightSearch::connect(&flight_addr, REQUEST_TIMEOUT).await?;
+        let apis = vec![
+            queries::http(ds, &client, K).await?,
+            queries::do_get(ds, &mut flight, COLLECTION, K).await?,
+            queries::do_exchange(ds, &mut flight, COLLECTION, K).await?,
+        ];
+        println!(
+            "{}",
+            report::render(&report::Report {
+                dataset: dataset_name(&ds.dir),
+                points: ds.len(),
+                dim: ds.dim(),
+                partitions: args.partitions,
+                k: K,
+                target_rate: args.rate,
+                produce: &stats,
+                all_searchable_after,
+                apis: &apis,
+            })
+        );
+        anyhow::Ok(())
+    };
+    tokio::select! {
+        r = work => r,
+        e = services.watch() => Err(e),
+    }
+}
+
+/// Polls `count` until it reaches `expected`.
+async fn wait_count(client: &QueryClient, expected: u64, timeout: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    let mut last = None;
+    loop {
+        match client.count().await {
+            Ok(n) if n == expected => return Ok(()),
+            Ok(n) if n > expected => {
+                bail!("count is {n}, more than the {expected} points published")
+            }
+            Ok(n) => last = Some(n),
+            Err(e) => tracing::debug!(error = %e, "count failed; retrying"),
+        }
+        if Instant::now() >= deadline {
+            bail!("count did not reach {expected} within {timeout:?} (last: {last:?})");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn dataset_name(dir: &Path) -> String {
+    dir.file_name().map_or_else(
+        || dir.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}

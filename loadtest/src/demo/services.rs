@@ -1,0 +1,196 @@
+//! Running `eddy-ingest` and `eddy-query` as child processes for the demo.
+
+use std::fs::File;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use tokio::time::Instant;
+
+use crate::http::QueryClient;
+use crate::process::{file_tail, free_port, ChildGuard};
+
+/// How much of each service log a failure report shows.
+const LOG_TAIL_BYTES: u64 = 3000;
+
+/// What the services are started with.
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    /// Directory holding the `eddy-ingest` and `eddy-query` binaries.
+    pub bin_dir: PathBuf,
+    /// Kafka bootstrap servers.
+    pub brokers: String,
+    /// Segment store directory.
+    pub store: PathBuf,
+    /// Directory for the services' log files.
+    pub log_dir: PathBuf,
+    /// The `--collection` spec.
+    pub collection: String,
+}
+
+/// The two running services and where they listen.
+#[derive(Debug)]
+pub struct Services {
+    ingest: ChildGuard,
+    query: ChildGuard,
+    /// eddy-query's HTTP address.
+    pub http_addr: String,
+    /// eddy-query's Arrow Flight address.
+    pub flight_addr: String,
+    /// eddy-ingest's metrics address.
+    pub ingest_metrics_addr: String,
+    /// eddy-ingest's log file.
+    pub ingest_log: PathBuf,
+    /// eddy-query's log file.
+    pub query_log: PathBuf,
+}
+
+/// The directory of the running executable (where cargo puts sibling binaries).
+pub fn default_bin_dir() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("locating the eddy-loadtest executable")?;
+    exe.parent()
+        .map(Path::to_owned)
+        .context("the executable has no parent directory")
+}
+
+/// Fails with a clear message unless both service binaries are in `bin_dir`.
+pub fn check_binaries(bin_dir: &Path) -> anyhow::Result<()> {
+    binary(bin_dir, "eddy-ingest")?;
+    binary(bin_dir, "eddy-query")?;
+    Ok(())
+}
+
+impl Services {
+    /// Starts both services on free loopback ports.
+    pub fn start(cfg: &ServiceConfig) -> anyhow::Result<Self> {
+        let ingest_bin = binary(&cfg.bin_dir, "eddy-ingest")?;
+        let query_bin = binary(&cfg.bin_dir, "eddy-query")?;
+        let ingest_metrics_addr = format!("127.0.0.1:{}", free_port()?);
+        let http_addr = format!("127.0.0.1:{}", free_port()?);
+        let flight_addr = format!("127.0.0.1:{}", free_port()?);
+        let ingest_log = cfg.log_dir.join("eddy-ingest.log");
+        let query_log = cfg.log_dir.join("eddy-query.log");
+
+        let mut ingest_cmd = common(&ingest_bin, cfg, &ingest_log)?;
+        ingest_cmd.arg("--metrics-addr").arg(&ingest_metrics_addr);
+        let ingest = ChildGuard::spawn("eddy-ingest", &mut ingest_cmd)?;
+
+        let mut query_cmd = common(&query_bin, cfg, &query_log)?;
+        query_cmd
+            .arg("--http-addr")
+            .arg(&http_addr)
+            .arg("--flight-addr")
+            .arg(&flight_addr);
+        let query = ChildGuard::spawn("eddy-query", &mut query_cmd)?;
+        tracing::info!(%http_addr, %flight_addr, %ingest_metrics_addr, "services started");
+        Ok(Self {
+            ingest,
+            query,
+            http_addr,
+            flight_addr,
+            ingest_metrics_addr,
+            ingest_log,
+            query_log,
+        })
+    }
+
+    /// Fails when either service has exited.
+    pub fn check_alive(&mut self) -> anyhow::Result<()> {
+        for child in [&mut self.ingest, &mut self.query] {
+            if let Some(status) = child.try_wait()? {
+                bail!("{} exited unexpectedly ({status})", child.name());
+            }
+        }
+        Ok(())
+    }
+
+    /// Resolves with an error as soon as a service exits (checks every 200 ms).
+    pub async fn watch(&mut self) -> anyhow::Error {
+        loop {
+            if let Err(e) = self.check_alive() {
+                return e;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Waits until eddy-query's `/readyz` and eddy-ingest's `/healthz` answer 200.
+    pub async fn wait_ready(
+        &mut self,
+        client: &QueryClient,
+        timeout: Duration,
+    ) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        let healthz = format!("http://{}/healthz", self.ingest_metrics_addr);
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .build()
+            .context("building an HTTP client")?;
+        loop {
+            self.check_alive()?;
+            let ingest_ok =
+                matches!(http.get(&healthz).send().await, Ok(r) if r.status().is_success());
+            if ingest_ok && client.ready().await {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "services not ready after {timeout:?} (eddy-ingest /healthz ok: {ingest_ok}, eddy-query /readyz at {})",
+                    client.base_url()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The ends of both services' logs, for failure reports.
+    pub fn log_tails(&self) -> String {
+        format!(
+            "--- eddy-ingest log ({}) ---\n{}\n--- eddy-query log ({}) ---\n{}",
+            self.ingest_log.display(),
+            file_tail(&self.ingest_log, LOG_TAIL_BYTES),
+            self.query_log.display(),
+            file_tail(&self.query_log, LOG_TAIL_BYTES),
+        )
+    }
+
+    /// Stops both services (SIGTERM, then SIGKILL after the grace period).
+    pub fn stop(&mut self) {
+        self.query.stop();
+        self.ingest.stop();
+    }
+}
+
+fn binary(dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
+    let path = dir.join(name);
+    if !path.is_file() {
+        bail!(
+            "{} not found; build it first (`cargo build --release -p {name}`) or pass --bin-dir",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+/// A command with the flags both services share, logging to `log`.
+fn common(bin: &Path, cfg: &ServiceConfig, log: &Path) -> anyhow::Result<Command> {
+    let out = File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    let err = out.try_clone().context("cloning a log file handle")?;
+    let mut cmd = Command::new(bin);
+    // A process group of their own: a terminal's Ctrl-C reaches only the demo,
+    // which then stops the services itself (instead of racing their exit).
+    cmd.process_group(0);
+    cmd.arg("--store")
+        .arg(&cfg.store)
+        .arg("--brokers")
+        .arg(&cfg.brokers)
+        .arg("--collection")
+        .arg(&cfg.collection)
+        .arg("--log-format")
+        .arg("text")
+        .stdout(out)
+        .stderr(err);
+    Ok(cmd)
+}

@@ -1,0 +1,218 @@
+//! The Kafka side of one collection's worker: a consumer-group member polled
+//! on its own thread, whose rebalance callback takes partitions over from the
+//! manifest (never from Kafka's committed offsets) and seals before giving
+//! partitions up.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use eddy_event::Message as EventMessage;
+use eddy_manifest::Store;
+use eddy_model::CollectionDef;
+use parking_lot::Mutex;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, RebalanceProtocol};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{Headers, Message};
+use rdkafka::types::RDKafkaRespErr;
+use rdkafka::{ClientConfig, ClientContext, Offset, TopicPartitionList};
+use tracing::{error, info, warn};
+
+use crate::metrics::IngestMetrics;
+use crate::state::{CollectionState, SealOutcome};
+use crate::{Error, IngestConfig, Result};
+
+/// Consumer context: owns the collection state so the rebalance callback
+/// (run inside `poll`, on the worker thread) can seal and re-assign.
+pub(crate) struct IngestContext {
+    topic: String,
+    state: Mutex<CollectionState>,
+    failure: Mutex<Option<Error>>,
+}
+
+impl ClientContext for IngestContext {}
+
+impl IngestContext {
+    fn fail(&self, e: Error) {
+        error!(topic = %self.topic, error = %e, "ingest worker failed");
+        self.failure.lock().get_or_insert(e);
+    }
+
+    fn commit(&self, consumer: &BaseConsumer<Self>, outcome: &SealOutcome, mode: CommitMode) {
+        let mut tpl = TopicPartitionList::new();
+        for (p, off) in &outcome.committed {
+            if *off > 0 {
+                if let Err(e) = tpl.add_partition_offset(&self.topic, *p as i32, Offset::Offset(*off)) {
+                    warn!(error = %e, "building the offset commit");
+                }
+            }
+        }
+        if tpl.count() > 0 {
+            // The manifest is the source of truth; a failed commit only makes
+            // lag tools lag. Resumption never reads committed offsets.
+            if let Err(e) = consumer.commit(&tpl, mode) {
+                warn!(topic = %self.topic, error = %e, "offset commit failed");
+            }
+        }
+    }
+}
+
+impl ConsumerContext for IngestContext {
+    fn rebalance(&self, consumer: &BaseConsumer<Self>, err: RDKafkaRespErr, tpl: &mut TopicPartitionList) {
+        let partitions: Vec<u32> = tpl.elements().iter().map(|e| e.partition() as u32).collect();
+        let cooperative = matches!(consumer.rebalance_protocol(), RebalanceProtocol::Cooperative);
+        match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                let mut state = self.state.lock();
+                match state.assign(&partitions) {
+                    Ok(starts) => {
+                        for (p, start) in &starts {
+                            let offset = if *start > 0 { Offset::Offset(*start) } else { Offset::Beginning };
+                            if let Err(e) = tpl.set_partition_offset(&self.topic, *p as i32, offset) {
+                                warn!(error = %e, "setting the start offset");
+                            }
+                            if *start > 0 {
+                                match consumer.fetch_watermarks(&self.topic, *p as i32, Duration::from_secs(5)) {
+                                    Ok((low, _)) if low > *start => state.stall(*p, low),
+                                    Ok(_) => {}
+                                    Err(e) => warn!(partition = p, error = %e, "fetching watermarks"),
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => self.fail(e),
+                }
+                drop(state);
+                let assigned = if cooperative {
+                    consumer.incremental_assign(tpl)
+                } else {
+                    consumer.assign(tpl)
+                };
+                if let Err(e) = assigned {
+                    self.fail(e.into());
+                }
+            }
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                let mut state = self.state.lock();
+                match state.seal() {
+                    Ok(Some(outcome)) => self.commit(consumer, &outcome, CommitMode::Sync),
+                    Ok(None) => {}
+                    Err(e) => self.fail(e),
+                }
+                state.revoke(&partitions);
+                drop(state);
+                let revoked = if cooperative {
+                    consumer.incremental_unassign(tpl)
+                } else {
+                    consumer.unassign()
+                };
+                if let Err(e) = revoked {
+                    self.fail(e.into());
+                }
+            }
+            other => error!(topic = %self.topic, error = ?other, "rebalance error"),
+        }
+    }
+}
+
+/// Runs one collection's worker until `stop` is set or it fails; seals and
+/// commits what it holds before returning.
+pub(crate) fn run_worker(
+    def: CollectionDef,
+    store: Store,
+    config: &IngestConfig,
+    metrics: IngestMetrics,
+    stop: Arc<AtomicBool>,
+) -> Result<()> {
+    let topic = def.topic.clone();
+    let name = def.name.clone();
+    let state = CollectionState::new(def, store, config.seal_policy(), metrics.clone())?;
+    let mut client = ClientConfig::new();
+    client
+        .set("bootstrap.servers", &config.common.brokers)
+        .set("group.id", format!("{}.{}", config.group_prefix, name))
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("enable.partition.eof", "false")
+        .set("session.timeout.ms", "10000")
+        .set("heartbeat.interval.ms", "1000");
+    for (k, v) in &config.common.kafka_properties {
+        client.set(k, v);
+    }
+    let context = IngestContext {
+        topic: topic.clone(),
+        state: Mutex::new(state),
+        failure: Mutex::new(None),
+    };
+    let consumer: BaseConsumer<IngestContext> = client.create_with_context(context)?;
+    consumer.subscribe(&[&topic])?;
+    info!(collection = %name, topic = %topic, "ingest worker started");
+    let ctx = consumer.context();
+    let mut last_lag = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        match consumer.poll(Duration::from_millis(50)) {
+            Some(Ok(msg)) => {
+                let content_type = msg.headers().and_then(|headers| {
+                    headers
+                        .iter()
+                        .find(|h| h.key.eq_ignore_ascii_case("content-type"))
+                        .and_then(|h| h.value)
+                        .and_then(|v| std::str::from_utf8(v).ok())
+                });
+                let event = EventMessage {
+                    key: msg.key(),
+                    value: msg.payload(),
+                    content_type,
+                };
+                ctx.state.lock().apply(msg.partition() as u32, msg.offset(), event);
+            }
+            Some(Err(e)) => warn!(collection = %name, error = %e, "kafka consumer error"),
+            None => {}
+        }
+        if let Some(e) = ctx.failure.lock().take() {
+            return Err(e);
+        }
+        let outcome = {
+            let mut state = ctx.state.lock();
+            if state.should_seal() {
+                state.seal()?
+            } else {
+                None
+            }
+        };
+        if let Some(outcome) = outcome {
+            ctx.commit(&consumer, &outcome, CommitMode::Async);
+        }
+        if last_lag.elapsed() >= Duration::from_secs(5) {
+            last_lag = Instant::now();
+            update_lag(&consumer, &topic, &name, &metrics);
+        }
+    }
+    let outcome = ctx.state.lock().seal()?;
+    if let Some(outcome) = outcome {
+        // Async: a shutdown must not hang on an unreachable broker, and the
+        // manifest (not the group offset) is what a restart resumes from.
+        ctx.commit(&consumer, &outcome, CommitMode::Async);
+    }
+    info!(collection = %name, "ingest worker stopped");
+    Ok(())
+}
+
+fn update_lag(consumer: &BaseConsumer<IngestContext>, topic: &str, name: &str, metrics: &IngestMetrics) {
+    let owned = consumer.context().state.lock().owned_offsets();
+    for (p, next) in owned {
+        if let Ok((_, high)) = consumer.fetch_watermarks(topic, p as i32, Duration::from_millis(500)) {
+            metrics
+                .lag
+                .with_label_values(&[name, &p.to_string()])
+                .set((high - next).max(0));
+        }
+    }
+}
+
+impl From<KafkaError> for Error {
+    fn from(e: KafkaError) -> Self {
+        Error::Kafka(e.to_string())
+    }
+}

@@ -1,0 +1,84 @@
+//! The live-row index: where the current row of every id lives among the
+//! sealed segments, so a seal can delete the rows its events replace.
+//! Entries whose row was deleted since stay in the map and are filtered on
+//! lookup, so syncing a delete file costs nothing per row.
+
+use std::collections::{HashMap, HashSet};
+
+use eddy_manifest::{Manifest, Store};
+use eddy_model::PointId;
+use eddy_segment::Segment;
+use roaring::RoaringBitmap;
+
+/// Current sealed row of each id, and each segment's delete bitmap.
+#[derive(Debug, Default)]
+pub struct LiveIndex {
+    /// id -> (segment slot, row).
+    rows: HashMap<PointId, (u32, u32)>,
+    /// Segment id of each slot.
+    slots: Vec<String>,
+    slot_of: HashMap<String, u32>,
+    /// Deleted rows per slot, as the newest synced manifest has them.
+    deleted: Vec<RoaringBitmap>,
+    /// Delete file name per slot, to tell when it changed.
+    delete_files: Vec<Option<String>>,
+}
+
+impl LiveIndex {
+    /// Brings the index up to `manifest`: loads segments it has not seen and
+    /// re-reads delete files that changed. A manifest that dropped segments
+    /// (a merge) rebuilds the index from scratch.
+    pub fn sync(&mut self, store: &Store, manifest: &Manifest) -> eddy_manifest::Result<()> {
+        let live: HashSet<&str> = manifest.segments.iter().map(|s| s.id.as_str()).collect();
+        if self.slots.iter().any(|s| !live.contains(s.as_str())) {
+            *self = LiveIndex::default();
+        }
+        for entry in &manifest.segments {
+            let slot = match self.slot_of.get(&entry.id) {
+                Some(&slot) => slot,
+                None => {
+                    let slot = self.slots.len() as u32;
+                    let seg = Segment::open(&store.segment_path(&manifest.collection, &entry.id))?;
+                    for row in 0..seg.rows() as u32 {
+                        if let Some(id) = seg.id(row) {
+                            self.rows.insert(id, (slot, row));
+                        }
+                    }
+                    self.slots.push(entry.id.clone());
+                    self.slot_of.insert(entry.id.clone(), slot);
+                    self.deleted.push(RoaringBitmap::new());
+                    self.delete_files.push(None);
+                    slot
+                }
+            };
+            let s = slot as usize;
+            if self.delete_files[s] != entry.deletes {
+                let bits = match &entry.deletes {
+                    Some(name) => store.read_deletes(&manifest.collection, name)?,
+                    None => RoaringBitmap::new(),
+                };
+                self.deleted[s] = bits;
+                self.delete_files[s] = entry.deletes.clone();
+            }
+        }
+        Ok(())
+    }
+
+    /// Where the current sealed row of `id` is, as (segment id, row).
+    pub fn get(&self, id: &PointId) -> Option<(&str, u32)> {
+        let &(slot, row) = self.rows.get(id)?;
+        if self.deleted[slot as usize].contains(row) {
+            return None;
+        }
+        Some((self.slots[slot as usize].as_str(), row))
+    }
+
+    /// The delete bitmap of segment `id` as last synced.
+    pub fn deleted(&self, segment: &str) -> RoaringBitmap {
+        self.slot_of
+            .get(segment)
+            .map(|&s| self.deleted[s as usize].clone())
+            .unwrap_or_default()
+    }
+
+}

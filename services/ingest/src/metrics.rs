@@ -1,0 +1,97 @@
+//! Ingest metrics: handles built from a registry that is passed in.
+
+use prometheus::{
+    exponential_buckets, Histogram, HistogramOpts, IntCounterVec, IntGaugeVec, Opts, Registry,
+};
+
+/// Metric handles of eddy-ingest.
+#[derive(Debug, Clone)]
+pub struct IngestMetrics {
+    /// Events consumed, by collection and outcome (upsert, delete, rejected, duplicate).
+    pub events: IntCounterVec,
+    /// Rejected events, by collection and reason.
+    pub rejected: IntCounterVec,
+    /// Consumer lag per partition (high watermark minus next offset to read).
+    pub lag: IntGaugeVec,
+    /// Next offset the manifest covers, per partition.
+    pub next_offset: IntGaugeVec,
+    /// Rows in the growing buffer.
+    pub growing_rows: IntGaugeVec,
+    /// Live segments in the newest manifest.
+    pub segments: IntGaugeVec,
+    /// Newest manifest version published or seen.
+    pub manifest_version: IntGaugeVec,
+    /// Seals published, by collection.
+    pub seals: IntCounterVec,
+    /// Manifest compare-and-swap conflicts (another writer published first).
+    pub cas_conflicts: IntCounterVec,
+    /// Partitions stopped because the log start passed the manifest offset.
+    pub stalled_partitions: IntGaugeVec,
+    /// Time to write, fsync and publish one seal.
+    pub seal_seconds: Histogram,
+}
+
+impl IngestMetrics {
+    /// Registers every ingest metric in `registry`.
+    pub fn new(registry: &Registry) -> prometheus::Result<Self> {
+        let counter = |name: &str, help: &str, labels: &[&str]| -> prometheus::Result<IntCounterVec> {
+            let c = IntCounterVec::new(Opts::new(name, help), labels)?;
+            registry.register(Box::new(c.clone()))?;
+            Ok(c)
+        };
+        let gauge = |name: &str, help: &str, labels: &[&str]| -> prometheus::Result<IntGaugeVec> {
+            let g = IntGaugeVec::new(Opts::new(name, help), labels)?;
+            registry.register(Box::new(g.clone()))?;
+            Ok(g)
+        };
+        let seal_seconds = Histogram::with_opts(
+            HistogramOpts::new(
+                "eddy_ingest_seal_duration_seconds",
+                "Time to write, fsync and publish one seal",
+            )
+            .buckets(exponential_buckets(0.001, 2.0, 16)?),
+        )?;
+        registry.register(Box::new(seal_seconds.clone()))?;
+        Ok(Self {
+            events: counter(
+                "eddy_ingest_events_total",
+                "Events consumed, by outcome",
+                &["collection", "outcome"],
+            )?,
+            rejected: counter(
+                "eddy_ingest_rejected_total",
+                "Events rejected, by reason",
+                &["collection", "reason"],
+            )?,
+            lag: gauge(
+                "eddy_ingest_consumer_lag",
+                "High watermark minus the next offset to read",
+                &["collection", "partition"],
+            )?,
+            next_offset: gauge(
+                "eddy_ingest_next_offset",
+                "First offset not covered by the newest manifest",
+                &["collection", "partition"],
+            )?,
+            growing_rows: gauge("eddy_ingest_growing_rows", "Rows in the growing buffer", &["collection"])?,
+            segments: gauge("eddy_ingest_segments", "Live segments in the newest manifest", &["collection"])?,
+            manifest_version: gauge(
+                "eddy_ingest_manifest_version",
+                "Newest manifest version published",
+                &["collection"],
+            )?,
+            seals: counter("eddy_ingest_seals_total", "Seals published", &["collection"])?,
+            cas_conflicts: counter(
+                "eddy_ingest_manifest_conflicts_total",
+                "Manifest compare-and-swap conflicts",
+                &["collection"],
+            )?,
+            stalled_partitions: gauge(
+                "eddy_ingest_stalled_partitions",
+                "Partitions stopped because retention deleted unread data",
+                &["collection"],
+            )?,
+            seal_seconds,
+        })
+    }
+}

@@ -1,0 +1,359 @@
+//! One collection's ingest state: the growing buffer, the partitions this
+//! worker owns, and the seal that turns the buffer into a published segment.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+
+use eddy_event::{Event, Message, Reason};
+use eddy_manifest::{Manifest, SegmentEntry, Store};
+use eddy_model::CollectionDef;
+use eddy_segment::Growing;
+use roaring::RoaringBitmap;
+use tracing::{debug, info, warn};
+
+use crate::index::LiveIndex;
+use crate::metrics::IngestMetrics;
+use crate::{Error, Result, SealPolicy};
+
+/// A partition this worker owns.
+#[derive(Debug, Clone, Copy)]
+struct Owned {
+    /// The epoch this worker published when it took the partition over.
+    epoch: u64,
+    /// Next offset to accept (everything below is in the buffer or sealed).
+    next: i64,
+    /// Set when retention deleted unread data: the partition is stopped.
+    stalled: bool,
+}
+
+/// What one seal published.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SealOutcome {
+    /// The manifest version published.
+    pub version: u64,
+    /// Per owned, unfenced partition, the offset now covered (for the commit).
+    pub committed: BTreeMap<u32, i64>,
+}
+
+/// The ingest state of one collection on one worker.
+#[derive(Debug)]
+pub struct CollectionState {
+    def: CollectionDef,
+    store: Store,
+    policy: SealPolicy,
+    metrics: IngestMetrics,
+    buffer: Growing,
+    owned: BTreeMap<u32, Owned>,
+    /// Newest manifest this worker knows.
+    manifest: Manifest,
+    index: LiveIndex,
+    /// When the first event of the current buffer arrived.
+    first_event: Option<Instant>,
+}
+
+impl CollectionState {
+    /// State for `def`, synced to the newest manifest in `store`.
+    pub fn new(def: CollectionDef, store: Store, policy: SealPolicy, metrics: IngestMetrics) -> Result<Self> {
+        let manifest = store.latest_manifest(&def.name)?;
+        let mut index = LiveIndex::default();
+        index.sync(&store, &manifest)?;
+        let buffer = Growing::new(def.dimension as usize, def.metric, def.id_type);
+        let state = Self {
+            def,
+            store,
+            policy,
+            metrics,
+            buffer,
+            owned: BTreeMap::new(),
+            manifest,
+            index,
+            first_event: None,
+        };
+        state.publish_gauges();
+        Ok(state)
+    }
+
+    /// The collection definition.
+    pub fn def(&self) -> &CollectionDef {
+        &self.def
+    }
+
+    /// Takes partitions over: bumps their owner epochs in a new manifest
+    /// (fencing any previous owner) and returns the offset to start each at.
+    pub fn assign(&mut self, partitions: &[u32]) -> Result<BTreeMap<u32, i64>> {
+        loop {
+            let latest = self.store.latest_manifest(&self.def.name)?;
+            let mut next = latest.successor();
+            for p in partitions {
+                next.partitions.entry(*p).or_default().owner_epoch += 1;
+            }
+            match self.store.publish(&next) {
+                Ok(()) => {
+                    let mut starts = BTreeMap::new();
+                    for p in partitions {
+                        let state = next.partitions[p];
+                        self.owned.insert(
+                            *p,
+                            Owned {
+                                epoch: state.owner_epoch,
+                                next: state.next_offset,
+                                stalled: false,
+                            },
+                        );
+                        starts.insert(*p, state.next_offset);
+                    }
+                    info!(collection = %self.def.name, ?starts, version = next.version, "partitions assigned");
+                    self.index.sync(&self.store, &next)?;
+                    self.manifest = next;
+                    self.publish_gauges();
+                    return Ok(starts);
+                }
+                Err(eddy_manifest::Error::Conflict { .. }) => {
+                    self.metrics.cas_conflicts.with_label_values(&[&self.def.name]).inc();
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Gives partitions up (after the caller sealed what it had).
+    pub fn revoke(&mut self, partitions: &[u32]) {
+        for p in partitions {
+            self.owned.remove(p);
+        }
+        info!(collection = %self.def.name, ?partitions, "partitions revoked");
+    }
+
+    /// Marks a partition stopped: retention deleted offsets the manifest has
+    /// not covered, so continuing would silently lose events.
+    pub fn stall(&mut self, partition: u32, log_start: i64) {
+        if let Some(o) = self.owned.get_mut(&partition) {
+            o.stalled = true;
+            tracing::error!(
+                collection = %self.def.name,
+                partition,
+                next_offset = o.next,
+                log_start,
+                "retention deleted unread events: partition stopped (re-create the collection or restore the data)"
+            );
+        }
+        let stalled = self.owned.values().filter(|o| o.stalled).count() as i64;
+        self.metrics.stalled_partitions.with_label_values(&[&self.def.name]).set(stalled);
+    }
+
+    /// Partitions owned now, with the next offset each expects.
+    pub fn owned_offsets(&self) -> BTreeMap<u32, i64> {
+        self.owned.iter().map(|(p, o)| (*p, o.next)).collect()
+    }
+
+    /// Applies one consumed message. Messages below the expected offset
+    /// (redelivered after a restart or a seek) are dropped: the manifest and
+    /// the buffer already hold their effect.
+    pub fn apply(&mut self, partition: u32, offset: i64, msg: Message<'_>) {
+        let name = self.def.name.clone();
+        let Some(owned) = self.owned.get_mut(&partition) else {
+            debug!(collection = %name, partition, offset, "message for a partition not owned: dropped");
+            return;
+        };
+        if owned.stalled || offset < owned.next {
+            self.metrics.events.with_label_values(&[&name, "duplicate"]).inc();
+            return;
+        }
+        owned.next = offset + 1;
+        self.first_event.get_or_insert_with(Instant::now);
+        match eddy_event::decode(&self.def, msg) {
+            Ok(Event::Upsert(point)) => {
+                let payload = if point.payload.is_empty() {
+                    Vec::new()
+                } else {
+                    serde_json::to_vec(&point.payload).unwrap_or_default()
+                };
+                self.buffer.upsert(point.id, &point.vector, &payload, partition, offset);
+                self.metrics.events.with_label_values(&[&name, "upsert"]).inc();
+            }
+            Ok(Event::Delete(id)) => {
+                self.buffer.delete(id, partition, offset);
+                self.metrics.events.with_label_values(&[&name, "delete"]).inc();
+            }
+            Err(rejection) => {
+                warn!(collection = %name, partition, offset, reason = rejection.reason.as_str(), detail = %rejection.detail, "event rejected");
+                self.reject(rejection.reason);
+            }
+        }
+        self.metrics
+            .growing_rows
+            .with_label_values(&[&name])
+            .set(self.buffer.live_rows() as i64);
+    }
+
+    fn reject(&self, reason: Reason) {
+        self.metrics.events.with_label_values(&[&self.def.name, "rejected"]).inc();
+        self.metrics
+            .rejected
+            .with_label_values(&[&self.def.name, reason.as_str()])
+            .inc();
+    }
+
+    /// Whether the buffer reached a seal limit (rows, bytes or age).
+    pub fn should_seal(&self) -> bool {
+        let Some(first) = self.first_event else {
+            return false;
+        };
+        self.buffer.live_rows() >= self.policy.max_rows
+            || self.buffer.approx_bytes() >= self.policy.max_bytes
+            || first.elapsed() >= self.policy.max_age
+    }
+
+    /// Whether anything consumed is not yet covered by a manifest.
+    pub fn has_progress(&self) -> bool {
+        self.owned
+            .iter()
+            .any(|(p, o)| o.next > self.manifest.next_offset(*p))
+    }
+
+    /// Seals the buffer: writes its live rows as a segment, then publishes a
+    /// manifest version with the segment, the delete bits of the sealed rows
+    /// its events replaced or removed, and the new offsets. Partitions whose
+    /// epoch moved on (another worker took them) are fenced: their rows are
+    /// published pre-deleted and their offsets not advanced.
+    pub fn seal(&mut self) -> Result<Option<SealOutcome>> {
+        if !self.has_progress() {
+            self.first_event = None;
+            return Ok(None);
+        }
+        let started = Instant::now();
+        let new_segment = if self.buffer.live_rows() > 0 {
+            let (id, path) = self.store.new_segment(&self.def.name);
+            let bytes = self.buffer.write_segment(&path).map_err(eddy_manifest::Error::from)?;
+            let partitions: Vec<u32> = self.buffer.live_row_refs().map(|r| r.partition).collect();
+            let mut offset_ranges: BTreeMap<u32, (i64, i64)> = BTreeMap::new();
+            for r in self.buffer.live_row_refs() {
+                let e = offset_ranges.entry(r.partition).or_insert((r.offset, r.offset));
+                e.0 = e.0.min(r.offset);
+                e.1 = e.1.max(r.offset);
+            }
+            Some((id, bytes, partitions, offset_ranges))
+        } else {
+            None
+        };
+        let outcome = loop {
+            let latest = self.store.latest_manifest(&self.def.name)?;
+            self.index.sync(&self.store, &latest)?;
+            let mut next = latest.successor();
+            let fenced = |p: u32| {
+                self.owned
+                    .get(&p)
+                    .is_none_or(|o| latest.partitions.get(&p).map_or(0, |s| s.owner_epoch) != o.epoch)
+            };
+            // Delete bits on older segments for every id this buffer touched.
+            let mut deletes: HashMap<String, RoaringBitmap> = HashMap::new();
+            for (id, touch) in self.buffer.touches() {
+                if fenced(touch.partition) {
+                    continue;
+                }
+                if let Some((segment, row)) = self.index.get(id) {
+                    deletes
+                        .entry(segment.to_owned())
+                        .or_insert_with(|| self.index.deleted(segment))
+                        .insert(row);
+                }
+            }
+            for entry in &mut next.segments {
+                if let Some(bits) = deletes.get(&entry.id) {
+                    entry.deletes = Some(self.store.write_deletes(&self.def.name, &entry.id, bits)?);
+                    entry.deleted = bits.len();
+                }
+            }
+            if let Some((id, bytes, partitions, offset_ranges)) = &new_segment {
+                let pre_deleted: RoaringBitmap = partitions
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| fenced(**p))
+                    .map(|(row, _)| row as u32)
+                    .collect();
+                let deletes = if pre_deleted.is_empty() {
+                    None
+                } else {
+                    Some(self.store.write_deletes(&self.def.name, id, &pre_deleted)?)
+                };
+                next.segments.push(SegmentEntry {
+                    id: id.clone(),
+                    rows: partitions.len() as u64,
+                    bytes: *bytes,
+                    deletes,
+                    deleted: pre_deleted.len(),
+                    offset_ranges: offset_ranges.clone(),
+                });
+            }
+            let mut committed = BTreeMap::new();
+            for (p, o) in &self.owned {
+                if fenced(*p) {
+                    warn!(collection = %self.def.name, partition = p, "partition fenced by a newer owner: its rows are published deleted");
+                    continue;
+                }
+                let state = next.partitions.entry(*p).or_default();
+                state.next_offset = state.next_offset.max(o.next);
+                committed.insert(*p, state.next_offset);
+            }
+            match self.store.publish(&next) {
+                Ok(()) => {
+                    self.index.sync(&self.store, &next)?;
+                    let version = next.version;
+                    self.manifest = next;
+                    break SealOutcome { version, committed };
+                }
+                Err(eddy_manifest::Error::Conflict { .. }) => {
+                    self.metrics.cas_conflicts.with_label_values(&[&self.def.name]).inc();
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
+        // Fenced partitions lose ownership for good.
+        let lost: Vec<u32> = self
+            .owned
+            .keys()
+            .filter(|p| !outcome.committed.contains_key(p))
+            .copied()
+            .collect();
+        for p in lost {
+            self.owned.remove(&p);
+        }
+        let rows = self.buffer.live_rows();
+        self.buffer = Growing::new(self.def.dimension as usize, self.def.metric, self.def.id_type);
+        self.first_event = None;
+        self.metrics.seal_seconds.observe(started.elapsed().as_secs_f64());
+        self.metrics.seals.with_label_values(&[&self.def.name]).inc();
+        self.publish_gauges();
+        info!(
+            collection = %self.def.name,
+            version = outcome.version,
+            rows,
+            segments = self.manifest.segments.len(),
+            took_ms = started.elapsed().as_millis() as u64,
+            "sealed"
+        );
+        Ok(Some(outcome))
+    }
+
+    fn publish_gauges(&self) {
+        let name = &self.def.name;
+        self.metrics.growing_rows.with_label_values(&[name]).set(self.buffer.live_rows() as i64);
+        self.metrics.segments.with_label_values(&[name]).set(self.manifest.segments.len() as i64);
+        self.metrics
+            .manifest_version
+            .with_label_values(&[name])
+            .set(self.manifest.version as i64);
+        for (p, s) in &self.manifest.partitions {
+            self.metrics
+                .next_offset
+                .with_label_values(&[name, &p.to_string()])
+                .set(s.next_offset);
+        }
+    }
+}
+
+impl From<eddy_segment::Error> for Error {
+    fn from(e: eddy_segment::Error) -> Self {
+        Error::Store(e.into())
+    }
+}

@@ -1,0 +1,175 @@
+//! A served collection: the installed snapshot of sealed segments plus the
+//! in-memory tail, behind one lock so a query sees both consistently.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use eddy_manifest::{Manifest, SegmentEntry, Store};
+use eddy_model::{CollectionDef, PointId};
+use eddy_segment::{Growing, Segment};
+use parking_lot::RwLock;
+use roaring::RoaringBitmap;
+
+/// A sealed segment as served: the map and its delete bitmap.
+#[derive(Debug, Clone)]
+pub struct LoadedSegment {
+    /// The manifest's entry.
+    pub entry: SegmentEntry,
+    /// The mapped file.
+    pub segment: Arc<Segment>,
+    /// Deleted rows.
+    pub deleted: Arc<RoaringBitmap>,
+}
+
+/// One manifest version, loaded.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Manifest version (0 = nothing sealed).
+    pub version: u64,
+    /// Live segments, largest first (searching the largest first gives the
+    /// others a tighter bound).
+    pub segments: Vec<LoadedSegment>,
+    /// Per partition, the first offset not in the segments: the tail serves
+    /// events from here on.
+    pub cutoffs: BTreeMap<u32, i64>,
+}
+
+impl Snapshot {
+    /// Loads `manifest`, reusing segments and delete bitmaps `previous` has.
+    pub fn load(store: &Store, manifest: &Manifest, previous: &Snapshot) -> eddy_manifest::Result<Snapshot> {
+        let mut segments = Vec::with_capacity(manifest.segments.len());
+        for entry in &manifest.segments {
+            let old = previous.segments.iter().find(|s| s.entry.id == entry.id);
+            let segment = match old {
+                Some(s) => s.segment.clone(),
+                None => Arc::new(Segment::open(&store.segment_path(&manifest.collection, &entry.id))?),
+            };
+            let deleted = match (old, &entry.deletes) {
+                (Some(s), _) if s.entry.deletes == entry.deletes => s.deleted.clone(),
+                (_, Some(name)) => Arc::new(store.read_deletes(&manifest.collection, name)?),
+                (_, None) => Arc::new(RoaringBitmap::new()),
+            };
+            segments.push(LoadedSegment {
+                entry: entry.clone(),
+                segment,
+                deleted,
+            });
+        }
+        segments.sort_by(|a, b| b.entry.rows.cmp(&a.entry.rows));
+        Ok(Snapshot {
+            version: manifest.version,
+            segments,
+            cutoffs: manifest.partitions.iter().map(|(p, s)| (*p, s.next_offset)).collect(),
+        })
+    }
+
+    /// Live rows over the segments (deletes applied, tail masking not).
+    pub fn sealed_rows(&self) -> u64 {
+        self.segments.iter().map(|s| s.entry.live_rows()).sum()
+    }
+
+    /// Where the live sealed row of `id` is, as (segment index, row).
+    pub fn find(&self, id: &PointId) -> Option<(usize, u32)> {
+        self.segments.iter().enumerate().find_map(|(i, s)| {
+            s.segment
+                .row_of(id)
+                .filter(|row| !s.deleted.contains(*row))
+                .map(|row| (i, row))
+        })
+    }
+}
+
+/// Everything a query reads, changed only under the write lock.
+#[derive(Debug)]
+pub struct Live {
+    /// The installed snapshot.
+    pub snapshot: Arc<Snapshot>,
+    /// Fresh events not yet in the snapshot's segments.
+    pub tail: Growing,
+    /// Per partition, the next offset the tail will apply.
+    pub applied: BTreeMap<u32, i64>,
+}
+
+impl Live {
+    /// Per partition, the first offset a query does not reflect yet.
+    pub fn visible_offsets(&self) -> BTreeMap<u32, i64> {
+        let mut out = self.snapshot.cutoffs.clone();
+        for (p, off) in &self.applied {
+            let e = out.entry(*p).or_insert(*off);
+            *e = (*e).max(*off);
+        }
+        out
+    }
+
+    /// Whether every `(partition, offset)` in `min` is visible.
+    pub fn reflects(&self, min: &BTreeMap<u32, i64>) -> bool {
+        let visible = self.visible_offsets();
+        min.iter().all(|(p, off)| visible.get(p).is_some_and(|v| v > off))
+    }
+
+    /// Live rows: sealed rows not masked by the tail, plus the tail's rows.
+    pub fn count(&self) -> u64 {
+        let masked = self
+            .tail
+            .touches()
+            .filter(|(id, _)| self.snapshot.find(id).is_some())
+            .count() as u64;
+        self.snapshot.sealed_rows() - masked + self.tail.live_rows() as u64
+    }
+}
+
+/// A collection being served.
+#[derive(Debug)]
+pub struct Collection {
+    /// Its definition.
+    pub def: CollectionDef,
+    /// Snapshot and tail.
+    pub live: RwLock<Live>,
+    /// Woken whenever the tail applies events or a snapshot is installed.
+    pub changed: tokio::sync::Notify,
+    /// Set once the first snapshot is installed.
+    pub snapshot_ready: AtomicBool,
+    /// Set once the tail is assigned its partitions.
+    pub tail_ready: AtomicBool,
+    /// Set to stop the collection's tail and watcher.
+    pub stop: AtomicBool,
+}
+
+impl Collection {
+    /// A collection with nothing loaded yet.
+    pub fn new(def: CollectionDef) -> Self {
+        let tail = Growing::new(def.dimension as usize, def.metric, def.id_type);
+        Self {
+            def,
+            live: RwLock::new(Live {
+                snapshot: Arc::new(Snapshot::default()),
+                tail,
+                applied: BTreeMap::new(),
+            }),
+            changed: tokio::sync::Notify::new(),
+            snapshot_ready: AtomicBool::new(false),
+            tail_ready: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    /// Installs a newer snapshot and drops the tail rows it now covers, in
+    /// one step, so no query sees a row twice or misses one.
+    pub fn install(&self, snapshot: Snapshot) {
+        let mut live = self.live.write();
+        if snapshot.version < live.snapshot.version {
+            return;
+        }
+        live.tail.prune_below(&snapshot.cutoffs);
+        live.snapshot = Arc::new(snapshot);
+        drop(live);
+        self.snapshot_ready.store(true, Ordering::Release);
+        self.changed.notify_waiters();
+    }
+
+    /// Whether the collection serves queries (snapshot installed, tail running).
+    pub fn is_ready(&self) -> bool {
+        self.snapshot_ready.load(Ordering::Acquire) && self.tail_ready.load(Ordering::Acquire)
+    }
+}

@@ -1,0 +1,259 @@
+//! The engine: the served collections, their manifest watchers and tails,
+//! and the async entry point that runs searches on the rayon pool.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use eddy_manifest::Store;
+use eddy_model::CollectionDef;
+use parking_lot::RwLock;
+use tracing::{error, info, warn};
+
+use crate::collection::{Collection, Snapshot};
+use crate::error::ApiError;
+use crate::metrics::QueryMetrics;
+use crate::search::{prepare_query, BatchResult, SearchParams};
+use crate::tail::{run_tail, TailConfig};
+
+/// Largest number of query vectors in one request.
+pub const MAX_BATCH_QUERIES: usize = 10_000;
+
+/// Shared state of the query service.
+pub struct Engine {
+    store: Store,
+    collections: RwLock<HashMap<String, Arc<Collection>>>,
+    pool: rayon::ThreadPool,
+    /// Metric handles.
+    pub metrics: QueryMetrics,
+    tail: TailConfig,
+    manifest_poll: Duration,
+    max_wait: Duration,
+}
+
+impl Engine {
+    /// An engine over `store`; call [`Engine::refresh`] to load collections.
+    pub fn new(
+        store: Store,
+        metrics: QueryMetrics,
+        tail: TailConfig,
+        search_threads: usize,
+        manifest_poll: Duration,
+        max_wait: Duration,
+    ) -> Result<Arc<Self>, rayon::ThreadPoolBuildError> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(search_threads.max(1))
+            .thread_name(|i| format!("eddy-search-{i}"))
+            .build()?;
+        Ok(Arc::new(Self {
+            store,
+            collections: RwLock::new(HashMap::new()),
+            pool,
+            metrics,
+            tail,
+            manifest_poll,
+            max_wait,
+        }))
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The served collection `name`.
+    pub fn collection(&self, name: &str) -> Result<Arc<Collection>, ApiError> {
+        self.collections
+            .read()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| ApiError::NotFound(format!("collection {name:?} does not exist")))
+    }
+
+    /// Every served collection, by name.
+    pub fn collections(&self) -> Vec<Arc<Collection>> {
+        let mut all: Vec<_> = self.collections.read().values().cloned().collect();
+        all.sort_by(|a, b| a.def.name.cmp(&b.def.name));
+        all
+    }
+
+    /// Whether every collection serves (snapshot installed, tail running).
+    pub fn is_ready(&self) -> bool {
+        self.collections.read().values().all(|c| c.is_ready())
+    }
+
+    /// Creates a collection in the store (idempotent) and starts serving it.
+    pub fn create_collection(self: &Arc<Self>, def: CollectionDef) -> Result<bool, ApiError> {
+        let outcome = self.store.create_collection(&def)?;
+        self.refresh();
+        Ok(outcome == eddy_manifest::CreateOutcome::Created)
+    }
+
+    /// Starts serving collections that appeared in the store.
+    pub fn refresh(self: &Arc<Self>) {
+        let defs = match self.store.collections() {
+            Ok(defs) => defs,
+            Err(e) => {
+                error!(error = %e, "listing collections");
+                return;
+            }
+        };
+        for def in defs {
+            if self.collections.read().contains_key(&def.name) {
+                continue;
+            }
+            let collection = Arc::new(Collection::new(def.clone()));
+            self.collections.write().insert(def.name.clone(), collection.clone());
+            info!(collection = %def.name, "serving collection");
+            let (tail_collection, tail_config, metrics) = (collection.clone(), self.tail.clone(), self.metrics.clone());
+            let spawned = std::thread::Builder::new()
+                .name(format!("eddy-tail-{}", def.name))
+                .spawn(move || run_tail(tail_collection, tail_config, metrics));
+            if let Err(e) = spawned {
+                error!(collection = %def.name, error = %e, "starting the tail thread");
+            }
+            tokio::spawn(watch_manifests(self.clone(), collection));
+        }
+    }
+
+    /// Stops every tail and watcher.
+    pub fn stop(&self) {
+        for c in self.collections.read().values() {
+            c.stop.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Validates and runs a batch of queries: waits for `min_offsets` (up to
+    /// the configured limit), then searches on the rayon pool.
+    pub async fn search(
+        &self,
+        name: &str,
+        queries: Vec<Vec<f32>>,
+        params: SearchParams,
+        min_offsets: BTreeMap<u32, i64>,
+    ) -> Result<BatchResult, ApiError> {
+        let collection = self.collection(name)?;
+        params.validate()?;
+        if queries.is_empty() {
+            return Err(ApiError::BadRequest("no query vectors given".into()));
+        }
+        if queries.len() > MAX_BATCH_QUERIES {
+            return Err(ApiError::BadRequest(format!(
+                "{} queries in one request; at most {MAX_BATCH_QUERIES}",
+                queries.len()
+            )));
+        }
+        let queries = queries
+            .into_iter()
+            .enumerate()
+            .map(|(i, q)| {
+                prepare_query(&collection.def, q).map_err(|e| match e {
+                    ApiError::BadRequest(m) if i > 0 => ApiError::BadRequest(format!("query {i}: {m}")),
+                    other => other,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if !min_offsets.is_empty() {
+            self.wait_for(&collection, &min_offsets).await?;
+        }
+        let segments = collection.segment_count() as f64;
+        let n = queries.len();
+        let chunk = n.div_ceil(self.pool.current_num_threads()).max(1);
+        let queries = Arc::new(queries);
+        let mut parts = Vec::new();
+        for start in (0..n).step_by(chunk) {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let (collection, queries, params) = (collection.clone(), queries.clone(), params.clone());
+            self.pool.spawn(move || {
+                let end = (start + chunk).min(queries.len());
+                let _ = tx.send(collection.search(&queries[start..end], &params));
+            });
+            parts.push(rx);
+        }
+        let mut result = BatchResult {
+            hits: Vec::with_capacity(n),
+            offsets: BTreeMap::new(),
+        };
+        for rx in parts {
+            let part = rx
+                .await
+                .map_err(|_| ApiError::Internal("a search task was dropped".into()))?;
+            result.hits.extend(part.hits);
+            for (p, off) in part.offsets {
+                let e = result.offsets.entry(p).or_insert(off);
+                *e = (*e).min(off);
+            }
+        }
+        let hist = self.metrics.segments_searched.with_label_values(&[name]);
+        for _ in 0..n {
+            hist.observe(segments);
+        }
+        Ok(result)
+    }
+
+    async fn wait_for(&self, collection: &Collection, min: &BTreeMap<u32, i64>) -> Result<(), ApiError> {
+        let started = Instant::now();
+        let deadline = tokio::time::Instant::now() + self.max_wait;
+        loop {
+            let notified = collection.changed.notified();
+            if collection.live.read().reflects(min) {
+                break;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return Err(ApiError::Timeout(format!(
+                    "offsets {min:?} were not searchable within {} ms",
+                    self.max_wait.as_millis()
+                )));
+            }
+        }
+        self.metrics
+            .freshness_wait
+            .with_label_values(&[&collection.def.name])
+            .observe(started.elapsed().as_secs_f64());
+        Ok(())
+    }
+}
+
+/// Polls the store for new manifest versions of `collection` and installs them.
+async fn watch_manifests(engine: Arc<Engine>, collection: Arc<Collection>) {
+    let name = collection.def.name.clone();
+    let mut failures = 0u32;
+    while !collection.stop.load(Ordering::Relaxed) {
+        let (store, current) = (engine.store.clone(), collection.live.read().snapshot.clone());
+        let ready = collection.snapshot_ready.load(Ordering::Acquire);
+        let name_for_load = name.clone();
+        let loaded = tokio::task::spawn_blocking(move || -> eddy_manifest::Result<Option<Snapshot>> {
+            let manifest = store.latest_manifest(&name_for_load)?;
+            if ready && manifest.version <= current.version {
+                return Ok(None);
+            }
+            Snapshot::load(&store, &manifest, &current).map(Some)
+        })
+        .await;
+        match loaded {
+            Ok(Ok(Some(snapshot))) => {
+                failures = 0;
+                let m = &engine.metrics;
+                m.segments.with_label_values(&[&name]).set(snapshot.segments.len() as i64);
+                m.sealed_rows.with_label_values(&[&name]).set(snapshot.sealed_rows() as i64);
+                m.manifest_version.with_label_values(&[&name]).set(snapshot.version as i64);
+                m.segment_loads.with_label_values(&["ok"]).inc();
+                if snapshot.version > 0 {
+                    info!(collection = %name, version = snapshot.version, segments = snapshot.segments.len(), "snapshot installed");
+                }
+                collection.install(snapshot);
+            }
+            Ok(Ok(None)) => {}
+            Ok(Err(e)) => {
+                failures += 1;
+                engine.metrics.segment_loads.with_label_values(&["error"]).inc();
+                if failures < 5 || failures % 100 == 0 {
+                    warn!(collection = %name, error = %e, "loading the newest manifest");
+                }
+            }
+            Err(e) => error!(collection = %name, error = %e, "manifest loader panicked"),
+        }
+        tokio::time::sleep(engine.manifest_poll).await;
+    }
+}

@@ -1,0 +1,99 @@
+//! The one error type of the query APIs, mapped to both HTTP and gRPC codes.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+
+/// An API error: a closed set of kinds, each with a message for the user.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ApiError {
+    /// The request is malformed or invalid.
+    #[error("{0}")]
+    BadRequest(String),
+    /// The collection or point does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// The resource exists with another definition.
+    #[error("{0}")]
+    Conflict(String),
+    /// A wait (read-your-writes) ran out.
+    #[error("{0}")]
+    Timeout(String),
+    /// The service is overloaded or not ready.
+    #[error("{0}")]
+    Unavailable(String),
+    /// A bug or an I/O failure on our side.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The gRPC status code.
+    pub fn code(&self) -> tonic::Code {
+        match self {
+            ApiError::BadRequest(_) => tonic::Code::InvalidArgument,
+            ApiError::NotFound(_) => tonic::Code::NotFound,
+            ApiError::Conflict(_) => tonic::Code::AlreadyExists,
+            ApiError::Timeout(_) => tonic::Code::DeadlineExceeded,
+            ApiError::Unavailable(_) => tonic::Code::Unavailable,
+            ApiError::Internal(_) => tonic::Code::Internal,
+        }
+    }
+
+    /// A short stable name for the kind (JSON `code`, metric `status`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ApiError::BadRequest(_) => "bad_request",
+            ApiError::NotFound(_) => "not_found",
+            ApiError::Conflict(_) => "conflict",
+            ApiError::Timeout(_) => "timeout",
+            ApiError::Unavailable(_) => "unavailable",
+            ApiError::Internal(_) => "internal",
+        }
+    }
+
+    fn log(&self) {
+        match self {
+            ApiError::Internal(m) => tracing::error!(message = %m, "internal error"),
+            ApiError::Unavailable(m) => tracing::warn!(message = %m, "unavailable"),
+            other => tracing::info!(kind = other.kind(), message = %other, "request rejected"),
+        }
+    }
+}
+
+impl From<ApiError> for tonic::Status {
+    fn from(e: ApiError) -> Self {
+        e.log();
+        tonic::Status::new(e.code(), e.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        self.log();
+        let body = serde_json::json!({"error": {"code": self.kind(), "message": self.to_string()}});
+        (self.status(), Json(body)).into_response()
+    }
+}
+
+impl From<eddy_manifest::Error> for ApiError {
+    fn from(e: eddy_manifest::Error) -> Self {
+        match e {
+            eddy_manifest::Error::CollectionConflict(_) => ApiError::Conflict(e.to_string()),
+            eddy_manifest::Error::Model(m) => ApiError::BadRequest(m.to_string()),
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! The Arrow Flight service: `ListFlights`, `GetFlightInfo`, `GetSchema`,
+//! `DoGet` with a search ticket and `DoExchange` with batches of query
+//! vectors. Results stream as RecordBatches with columns
+//! `query_index: UInt32, rank: UInt32, id: UInt64|Utf8, score: Float32` and
+//! the requested payload columns.
+
+mod batches;
+mod request;
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow_flight::encode::FlightDataEncoderBuilder;
+use arrow_flight::error::FlightError;
+use arrow_flight::flight_service_server::{FlightService, FlightServiceServer};
+use arrow_flight::{
+    Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightEndpoint, FlightInfo,
+    HandshakeRequest, HandshakeResponse, PollInfo, PutResult, SchemaAsIpc, SchemaResult, Ticket,
+};
+use futures::stream::{self, BoxStream};
+use futures::{StreamExt, TryStreamExt};
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::collection::Collection;
+use crate::engine::Engine;
+use crate::error::ApiError;
+use crate::search::PayloadSelector;
+
+pub use batches::result_schema;
+
+type FlightStream<T> = Pin<Box<dyn futures::Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+/// The Flight service over an engine.
+#[derive(Clone)]
+pub struct EddyFlight {
+    engine: Arc<Engine>,
+}
+
+/// Builds the tonic server for the Flight service.
+pub fn make_server(engine: Arc<Engine>) -> FlightServiceServer<EddyFlight> {
+    FlightServiceServer::new(EddyFlight { engine })
+        .max_decoding_message_size(64 << 20)
+        .max_encoding_message_size(64 << 20)
+}
+
+fn collection_path(descriptor: &FlightDescriptor) -> Result<String, ApiError> {
+    match descriptor.path.as_slice() {
+        [kind, name] if kind == "collections" => Ok(name.clone()),
+        _ => Err(ApiError::BadRequest(format!(
+            "descriptor path must be [\"collections\", NAME], got {:?}",
+            descriptor.path
+        ))),
+    }
+}
+
+fn flight_info(collection: &Collection) -> Result<FlightInfo, ApiError> {
+    let schema = result_schema(&collection.def, &PayloadSelector::None);
+    let rows = collection.live.read().count();
+    let ticket = serde_json::json!({"collection": collection.def.name, "vectors": [], "k": 10});
+    Ok(FlightInfo::new()
+        .try_with_schema(&schema)
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .with_descriptor(FlightDescriptor::new_path(vec![
+            "collections".into(),
+            collection.def.name.clone(),
+        ]))
+        .with_total_records(rows as i64)
+        .with_endpoint(FlightEndpoint::new().with_ticket(Ticket::new(ticket.to_string())))
+        .with_app_metadata(
+            serde_json::json!({
+                "dimension": collection.def.dimension,
+                "metric": collection.def.metric,
+                "id_type": collection.def.id_type,
+                "topic": collection.def.topic,
+            })
+            .to_string(),
+        ))
+}
+
+impl EddyFlight {
+    fn observe(&self, api: &str, started: Instant, status: &str) {
+        let m = &self.engine.metrics;
+        m.requests.with_label_values(&[api, status]).inc();
+        m.latency
+            .with_label_values(&[api, status])
+            .observe(started.elapsed().as_secs_f64());
+    }
+
+    fn observed<T>(&self, api: &str, started: Instant, r: Result<T, ApiError>) -> Result<T, Status> {
+        match r {
+            Ok(v) => {
+                self.observe(api, started, "ok");
+                Ok(v)
+            }
+            Err(e) => {
+                self.observe(api, started, e.kind());
+                Err(e.into())
+            }
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl FlightService for EddyFlight {
+    type HandshakeStream = FlightStream<HandshakeResponse>;
+    type ListFlightsStream = FlightStream<FlightInfo>;
+    type DoGetStream = FlightStream<FlightData>;
+    type DoPutStream = FlightStream<PutResult>;
+    type DoActionStream = FlightStream<arrow_flight::Result>;
+    type ListActionsStream = FlightStream<ActionType>;
+    type DoExchangeStream = FlightStream<FlightData>;
+
+    async fn handshake(
+        &self,
+        _request: Request<Streaming<HandshakeRequest>>,
+    ) -> Result<Response<Self::HandshakeStream>, Status> {
+        Err(Status::unimplemented("handshake: eddy needs no authentication handshake"))
+    }
+
+    async fn list_flights(&self, _request: Request<Criteria>) -> Result<Response<Self::ListFlightsStream>, Status> {
+        let infos: Vec<Result<FlightInfo, Status>> = self
+            .engine
+            .collections()
+            .iter()
+            .map(|c| flight_info(c).map_err(Status::from))
+            .collect();
+        Ok(Response::new(Box::pin(stream::iter(infos))))
+    }
+
+    async fn get_flight_info(&self, request: Request<FlightDescriptor>) -> Result<Response<FlightInfo>, Status> {
+        let started = Instant::now();
+        let r = collection_path(request.get_ref())
+            .and_then(|name| self.engine.collection(&name))
+            .and_then(|c| flight_info(&c));
+        self.observed("flight_info", started, r).map(Response::new)
+    }
+
+    async fn poll_flight_info(&self, _request: Request<FlightDescriptor>) -> Result<Response<PollInfo>, Status> {
+        Err(Status::unimplemented("poll_flight_info: searches are answered directly by DoGet"))
+    }
+
+    async fn get_schema(&self, request: Request<FlightDescriptor>) -> Result<Response<SchemaResult>, Status> {
+        let name = collection_path(request.get_ref())?;
+        let collection = self.engine.collection(&name)?;
+        let schema = result_schema(&collection.def, &PayloadSelector::None);
+        let options = arrow_ipc::writer::IpcWriteOptions::default();
+        let result = SchemaResult::try_from(SchemaAsIpc::new(&schema, &options))
+            .map_err(|e| Status::internal(e.to_string()))?;
+        Ok(Response::new(result))
+    }
+
+    async fn do_get(&self, request: Request<Ticket>) -> Result<Response<Self::DoGetStream>, Status> {
+        let started = Instant::now();
+        let r = async {
+            let mut ticket = request::parse_ticket(&request.get_ref().ticket)?;
+            let collection = self.engine.collection(&ticket.collection)?;
+            let schema = result_schema(&collection.def, &ticket.params.with_payload);
+            let vectors = ticket.vectors_for(collection.def.dimension as usize)?;
+            let n = vectors.len() as u64;
+            let result = self
+                .engine
+                .search(&ticket.collection, vectors, ticket.params.clone(), ticket.min_offsets)
+                .await?;
+            self.engine.metrics.queries.with_label_values(&["flight_get"]).inc_by(n);
+            let batch = batches::results_batch(&collection.def, &schema, &ticket.params.with_payload, &result.hits, 0)?;
+            Ok::<_, ApiError>((schema, batch))
+        }
+        .await;
+        let (schema, batch) = self.observed("flight_get", started, r)?;
+        let encoded = FlightDataEncoderBuilder::new()
+            .with_schema(schema)
+            .build(stream::iter([Ok(batch)]))
+            .map_err(Status::from);
+        Ok(Response::new(Box::pin(encoded)))
+    }
+
+    async fn do_put(&self, _request: Request<Streaming<FlightData>>) -> Result<Response<Self::DoPutStream>, Status> {
+        Err(Status::unimplemented("do_put: publish points to the collection's Kafka topic instead"))
+    }
+
+    async fn do_exchange(
+        &self,
+        request: Request<Streaming<FlightData>>,
+    ) -> Result<Response<Self::DoExchangeStream>, Status> {
+        let started = Instant::now();
+        let mut input = request.into_inner();
+        let first = match input.message().await? {
+            Some(first) => first,
+            None => return Err(Status::invalid_argument("do_exchange: empty stream")),
+        };
+        let setup = (|| {
+            let descriptor = first
+                .flight_descriptor
+                .as_ref()
+                .ok_or_else(|| ApiError::BadRequest("the first message must carry a FlightDescriptor with the command".into()))?;
+            let command = request::parse_exchange_command(&descriptor.cmd)?;
+            let collection = self.engine.collection(&command.collection)?;
+            Ok::<_, ApiError>((command, collection))
+        })();
+        let (command, collection) = self.observed("flight_exchange_open", started, setup)?;
+        let schema = result_schema(&collection.def, &command.params.with_payload);
+        let batches = FlightRecordBatchStreamAdapter::decode(first, input);
+        let engine = self.engine.clone();
+        let out_schema = schema.clone();
+        let results: BoxStream<'static, Result<arrow_array::RecordBatch, FlightError>> = batches
+            .scan(0u32, move |next_index, batch| {
+                let (engine, collection, command, schema) =
+                    (engine.clone(), collection.clone(), command.clone(), out_schema.clone());
+                let base = *next_index;
+                let rows = batch.as_ref().map_or(0, |b| b.num_rows() as u32);
+                *next_index += rows;
+                async move {
+                    Some(
+                        async move {
+                            let batch = batch.map_err(|e| ApiError::BadRequest(format!("decoding input batch: {e}")))?;
+                            let vectors = batches::query_vectors(&batch, collection.def.dimension as usize)?;
+                            let n = vectors.len() as u64;
+                            if n == 0 {
+                                return batches::results_batch(&collection.def, &schema, &command.params.with_payload, &[], base);
+                            }
+                            let result = engine
+                                .search(&collection.def.name, vectors, command.params.clone(), command.min_offsets.clone())
+                                .await?;
+                            engine.metrics.queries.with_label_values(&["flight_exchange"]).inc_by(n);
+                            batches::results_batch(&collection.def, &schema, &command.params.with_payload, &result.hits, base)
+                        }
+                        .await
+                        .map_err(|e: ApiError| FlightError::Tonic(Box::new(Status::from(e)))),
+                    )
+                }
+            })
+            .boxed();
+        self.observe("flight_exchange_open", started, "ok");
+        let encoded = FlightDataEncoderBuilder::new()
+            .with_schema(schema)
+            .build(results)
+            .map_err(Status::from);
+        Ok(Response::new(Box::pin(encoded)))
+    }
+
+    async fn do_action(&self, request: Request<Action>) -> Result<Response<Self::DoActionStream>, Status> {
+        Err(Status::unimplemented(format!(
+            "do_action {:?}: manage collections over HTTP (PUT /v1/collections/NAME)",
+            request.get_ref().r#type
+        )))
+    }
+
+    async fn list_actions(&self, _request: Request<Empty>) -> Result<Response<Self::ListActionsStream>, Status> {
+        Ok(Response::new(Box::pin(stream::empty())))
+    }
+}
+
+/// Decodes a DoExchange input (whose first message was already read) into
+/// RecordBatches.
+struct FlightRecordBatchStreamAdapter;
+
+impl FlightRecordBatchStreamAdapter {
+    fn decode(
+        first: FlightData,
+        rest: Streaming<FlightData>,
+    ) -> BoxStream<'static, Result<arrow_array::RecordBatch, FlightError>> {
+        // Clients may send the descriptor (or app metadata) alone in a
+        // message with no IPC header; only IPC messages go to the decoder.
+        let data = stream::once(async move { Ok(first) })
+            .chain(rest.map_err(|s| FlightError::Tonic(Box::new(s))))
+            .try_filter(|d| futures::future::ready(!d.data_header.is_empty()))
+            .boxed();
+        arrow_flight::decode::FlightRecordBatchStream::new_from_flight_data(data).boxed()
+    }
+}

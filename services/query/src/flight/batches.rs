@@ -1,0 +1,167 @@
+//! Arrow conversions of the Flight service: the result schema, result
+//! batches, and query vectors out of an input batch.
+
+use std::sync::Arc;
+
+use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
+use arrow_array::{
+    Array, ArrayRef, FixedSizeListArray, Float32Array, LargeListArray, ListArray, RecordBatch, StringArray,
+    UInt32Array, UInt64Array,
+};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use eddy_model::{CollectionDef, FieldType, IdType, PointId};
+use serde_json::Value;
+
+use crate::error::ApiError;
+use crate::search::{Hit, PayloadSelector};
+
+/// Name of the input column holding query vectors.
+pub const VECTOR_COLUMN: &str = "vector";
+
+fn payload_type(def: &CollectionDef, field: &str) -> DataType {
+    match def.payload_fields.get(field) {
+        Some(FieldType::Integer) => DataType::Int64,
+        Some(FieldType::Float) => DataType::Float64,
+        Some(FieldType::Bool) => DataType::Boolean,
+        // Keywords and undeclared fields: strings as they are, other values as JSON text.
+        Some(FieldType::Keyword) | None => DataType::Utf8,
+    }
+}
+
+/// The result schema for a collection and payload selection.
+pub fn result_schema(def: &CollectionDef, with_payload: &PayloadSelector) -> SchemaRef {
+    let id_type = match def.id_type {
+        IdType::U64 => DataType::UInt64,
+        IdType::String => DataType::Utf8,
+    };
+    let mut fields = vec![
+        Field::new("query_index", DataType::UInt32, false),
+        Field::new("rank", DataType::UInt32, false),
+        Field::new("id", id_type, false),
+        Field::new("score", DataType::Float32, false),
+    ];
+    match with_payload {
+        PayloadSelector::None => {}
+        PayloadSelector::All => fields.push(Field::new("payload", DataType::Utf8, true)),
+        PayloadSelector::Fields(names) => {
+            for name in names {
+                fields.push(Field::new(name, payload_type(def, name), true));
+            }
+        }
+    }
+    Arc::new(Schema::new(fields))
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// One RecordBatch with the hits of consecutive queries, numbered from `base`.
+pub fn results_batch(
+    def: &CollectionDef,
+    schema: &SchemaRef,
+    with_payload: &PayloadSelector,
+    hits: &[Vec<Hit>],
+    base: u32,
+) -> Result<RecordBatch, ApiError> {
+    let rows: Vec<(u32, u32, &Hit)> = hits
+        .iter()
+        .enumerate()
+        .flat_map(|(q, hs)| hs.iter().enumerate().map(move |(r, h)| (base + q as u32, r as u32, h)))
+        .collect();
+    let mut columns: Vec<ArrayRef> = vec![
+        Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.0))),
+        Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.1))),
+    ];
+    columns.push(match def.id_type {
+        IdType::U64 => Arc::new(UInt64Array::from_iter_values(rows.iter().map(|r| match &r.2.id {
+            PointId::Num(n) => *n,
+            PointId::Str(_) => 0,
+        }))),
+        IdType::String => Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.2.id.to_string()))),
+    });
+    columns.push(Arc::new(Float32Array::from_iter_values(rows.iter().map(|r| r.2.score))));
+    match with_payload {
+        PayloadSelector::None => {}
+        PayloadSelector::All => {
+            let mut b = StringBuilder::new();
+            for r in &rows {
+                match &r.2.payload {
+                    Some(p) => b.append_value(Value::Object(p.clone()).to_string()),
+                    None => b.append_null(),
+                }
+            }
+            columns.push(Arc::new(b.finish()));
+        }
+        PayloadSelector::Fields(names) => {
+            for name in names {
+                let values = rows.iter().map(|r| r.2.payload.as_ref().and_then(|p| p.get(name)).filter(|v| !v.is_null()));
+                let column: ArrayRef = match payload_type(def, name) {
+                    DataType::Int64 => {
+                        let mut b = Int64Builder::new();
+                        values.for_each(|v| b.append_option(v.and_then(Value::as_i64)));
+                        Arc::new(b.finish())
+                    }
+                    DataType::Float64 => {
+                        let mut b = Float64Builder::new();
+                        values.for_each(|v| b.append_option(v.and_then(Value::as_f64)));
+                        Arc::new(b.finish())
+                    }
+                    DataType::Boolean => {
+                        let mut b = BooleanBuilder::new();
+                        values.for_each(|v| b.append_option(v.and_then(Value::as_bool)));
+                        Arc::new(b.finish())
+                    }
+                    _ => {
+                        let mut b = StringBuilder::new();
+                        values.for_each(|v| b.append_option(v.map(text)));
+                        Arc::new(b.finish())
+                    }
+                };
+                columns.push(column);
+            }
+        }
+    }
+    RecordBatch::try_new(schema.clone(), columns).map_err(|e| ApiError::Internal(format!("building results: {e}")))
+}
+
+/// The query vectors of an input batch: column `vector` as
+/// `FixedSizeList<Float32>` or `List<Float32>`, no nulls.
+pub fn query_vectors(batch: &RecordBatch, dim: usize) -> Result<Vec<Vec<f32>>, ApiError> {
+    let column = batch.column_by_name(VECTOR_COLUMN).ok_or_else(|| {
+        ApiError::BadRequest(format!(
+            "input batch needs a `{VECTOR_COLUMN}` column (FixedSizeList<Float32, {dim}>); it has {:?}",
+            batch.schema().fields().iter().map(|f| f.name().clone()).collect::<Vec<_>>()
+        ))
+    })?;
+    if column.null_count() > 0 {
+        return Err(ApiError::BadRequest(format!("`{VECTOR_COLUMN}` holds null vectors")));
+    }
+    let rows: Vec<ArrayRef> = if let Some(l) = column.as_any().downcast_ref::<FixedSizeListArray>() {
+        (0..l.len()).map(|i| l.value(i)).collect()
+    } else if let Some(l) = column.as_any().downcast_ref::<ListArray>() {
+        (0..l.len()).map(|i| l.value(i)).collect()
+    } else if let Some(l) = column.as_any().downcast_ref::<LargeListArray>() {
+        (0..l.len()).map(|i| l.value(i)).collect()
+    } else {
+        return Err(ApiError::BadRequest(format!(
+            "`{VECTOR_COLUMN}` must be FixedSizeList<Float32, {dim}> or List<Float32>, got {}",
+            column.data_type()
+        )));
+    };
+    rows.into_iter()
+        .enumerate()
+        .map(|(i, values)| {
+            let floats = values.as_any().downcast_ref::<Float32Array>().ok_or_else(|| {
+                ApiError::BadRequest(format!("`{VECTOR_COLUMN}` items must be Float32, got {}", values.data_type()))
+            })?;
+            if floats.null_count() > 0 {
+                return Err(ApiError::BadRequest(format!("vector {i} holds nulls")));
+            }
+            Ok(floats.values().to_vec())
+        })
+        .collect()
+}

@@ -1,0 +1,207 @@
+//! Search over one collection: every live segment plus the tail, deleted and
+//! shadowed rows masked, per-source top-k merged into one top-k.
+
+use std::collections::BTreeMap;
+
+use eddy_model::{CollectionDef, PointId};
+use eddy_segment::{ExactScan, Neighbor, VectorSearch};
+use serde_json::{Map, Value};
+
+use crate::collection::{Collection, Live};
+use crate::error::ApiError;
+
+/// Largest `k` a request may ask for.
+pub const MAX_K: usize = 10_000;
+
+/// Which payload fields to return.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum PayloadSelector {
+    /// None.
+    #[default]
+    None,
+    /// The whole payload.
+    All,
+    /// These fields.
+    Fields(Vec<String>),
+}
+
+/// Options of one search request.
+#[derive(Debug, Clone)]
+pub struct SearchParams {
+    /// Neighbours per query.
+    pub k: usize,
+    /// Force an exact scan (today every sealed segment is scanned exactly).
+    pub exact: bool,
+    /// Payload fields to return.
+    pub with_payload: PayloadSelector,
+}
+
+impl SearchParams {
+    /// Checks the options.
+    pub fn validate(&self) -> Result<(), ApiError> {
+        if self.k == 0 || self.k > MAX_K {
+            return Err(ApiError::BadRequest(format!("k must be in 1..={MAX_K}, got {}", self.k)));
+        }
+        Ok(())
+    }
+}
+
+/// One result row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    /// The point id.
+    pub id: PointId,
+    /// The score in the collection's metric.
+    pub score: f32,
+    /// The selected payload, when asked for.
+    pub payload: Option<Map<String, Value>>,
+}
+
+/// Results of a batch, with the offsets they reflect.
+#[derive(Debug, Clone)]
+pub struct BatchResult {
+    /// Per query, the hits, closest first.
+    pub hits: Vec<Vec<Hit>>,
+    /// Per partition, the first offset the results do not reflect.
+    pub offsets: BTreeMap<u32, i64>,
+}
+
+/// Checks a query vector against the collection and prepares it for the
+/// metric (unit length for cosine).
+pub fn prepare_query(def: &CollectionDef, mut vector: Vec<f32>) -> Result<Vec<f32>, ApiError> {
+    if vector.len() != def.dimension as usize {
+        return Err(ApiError::BadRequest(format!(
+            "query vector has {} values, collection {} has dimension {}",
+            vector.len(),
+            def.name,
+            def.dimension
+        )));
+    }
+    eddy_event::validate_vector(&vector).map_err(|r| ApiError::BadRequest(format!("query {}", r.detail)))?;
+    if def.metric.normalizes() && !eddy_event::normalize(&mut vector) {
+        return Err(ApiError::BadRequest("query vector is all zeros (cosine needs a direction)".into()));
+    }
+    Ok(vector)
+}
+
+/// Where a candidate came from.
+#[derive(Debug, Clone, Copy)]
+enum Source {
+    Tail(u32),
+    Segment(usize, u32),
+}
+
+impl Collection {
+    /// Runs prepared queries against the current snapshot and tail.
+    pub fn search(&self, queries: &[Vec<f32>], params: &SearchParams) -> BatchResult {
+        let live = self.live.read();
+        let hits = queries.iter().map(|q| search_one(&live, q, params)).collect();
+        BatchResult {
+            hits,
+            offsets: live.visible_offsets(),
+        }
+    }
+
+    /// Segments a query searches now.
+    pub fn segment_count(&self) -> usize {
+        self.live.read().snapshot.segments.len()
+    }
+}
+
+fn search_one(live: &Live, query: &[f32], params: &SearchParams) -> Vec<Hit> {
+    let k = params.k;
+    let metric = live.tail.metric();
+    let mut candidates: Vec<(Neighbor, Source)> = Vec::new();
+    for n in live.tail.search(query, k, &|_| true) {
+        candidates.push((n, Source::Tail(n.row)));
+    }
+    let tail_empty = live.tail.is_empty();
+    for (i, s) in live.snapshot.segments.iter().enumerate() {
+        let seg = &s.segment;
+        let accept = |row: u32| {
+            !s.deleted.contains(row)
+                && (tail_empty || seg.id(row).is_none_or(|id| live.tail.touched(&id).is_none()))
+        };
+        for n in ExactScan(seg).search(query, k, &accept) {
+            candidates.push((n, Source::Segment(i, n.row)));
+        }
+    }
+    candidates.sort_by(|a, b| a.0.key.total_cmp(&b.0.key));
+    candidates.truncate(k);
+    candidates
+        .into_iter()
+        .filter_map(|(n, src)| {
+            let (id, payload_json) = match src {
+                Source::Tail(row) => {
+                    let r = live.tail.row(row);
+                    (r.id.clone(), r.payload_json)
+                }
+                Source::Segment(i, row) => {
+                    let seg = &live.snapshot.segments[i].segment;
+                    (seg.id(row)?, seg.payload_json(row))
+                }
+            };
+            Some(Hit {
+                id,
+                score: metric.score_from_key(n.key),
+                payload: select_payload(payload_json, &params.with_payload),
+            })
+        })
+        .collect()
+}
+
+/// Parses a stored payload and keeps the selected fields.
+pub fn select_payload(json: &[u8], selector: &PayloadSelector) -> Option<Map<String, Value>> {
+    let parse = || -> Map<String, Value> {
+        if json.is_empty() {
+            Map::new()
+        } else {
+            serde_json::from_slice(json).unwrap_or_default()
+        }
+    };
+    match selector {
+        PayloadSelector::None => None,
+        PayloadSelector::All => Some(parse()),
+        PayloadSelector::Fields(fields) => {
+            let mut all = parse();
+            Some(fields.iter().filter_map(|f| all.remove_entry(f)).collect())
+        }
+    }
+}
+
+/// A point looked up by id: the tail first, then the segments.
+#[derive(Debug, Clone)]
+pub struct PointRecord {
+    /// The id.
+    pub id: PointId,
+    /// The stored vector (normalised for cosine).
+    pub vector: Vec<f32>,
+    /// The payload.
+    pub payload: Map<String, Value>,
+}
+
+impl Collection {
+    /// The current version of point `id`, if it exists.
+    pub fn get(&self, id: &PointId) -> Option<PointRecord> {
+        let live = self.live.read();
+        let all = PayloadSelector::All;
+        if let Some(touch) = live.tail.touched(id) {
+            if touch.deleted {
+                return None;
+            }
+            let row = live.tail.row(live.tail.row_of(id)?);
+            return Some(PointRecord {
+                id: id.clone(),
+                vector: row.vector.to_vec(),
+                payload: select_payload(row.payload_json, &all).unwrap_or_default(),
+            });
+        }
+        let (i, row) = live.snapshot.find(id)?;
+        let seg = &live.snapshot.segments[i].segment;
+        Some(PointRecord {
+            id: id.clone(),
+            vector: seg.vector(row).to_vec(),
+            payload: select_payload(seg.payload_json(row), &all).unwrap_or_default(),
+        })
+    }
+}

@@ -1,0 +1,206 @@
+//! The tail: reads every partition of a collection's topic from the served
+//! manifest's offsets into the in-memory buffer, so an event is searchable as
+//! soon as it is read, long before ingest seals it.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use eddy_event::{Event, Message as EventMessage};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{BorrowedMessage, Headers, Message};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use tracing::{info, warn};
+
+use crate::collection::Collection;
+use crate::metrics::QueryMetrics;
+
+/// Messages applied under one write lock at most.
+const MAX_BATCH: usize = 2_000;
+
+/// Kafka settings of a tail.
+#[derive(Debug, Clone)]
+pub struct TailConfig {
+    /// Bootstrap servers.
+    pub brokers: String,
+    /// Pass-through librdkafka properties.
+    pub properties: Vec<(String, String)>,
+}
+
+/// Runs the tail of `collection` until its stop flag is set (blocking; run
+/// it on a dedicated thread).
+pub fn run_tail(collection: Arc<Collection>, config: TailConfig, metrics: QueryMetrics) {
+    let name = collection.def.name.clone();
+    let topic = collection.def.topic.clone();
+    let mut client = ClientConfig::new();
+    client
+        .set("bootstrap.servers", &config.brokers)
+        .set("group.id", format!("eddy-query-tail.{name}"))
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("enable.partition.eof", "false")
+        .set("fetch.wait.max.ms", "10")
+        .set("fetch.error.backoff.ms", "50");
+    for (k, v) in &config.properties {
+        client.set(k, v);
+    }
+    let consumer: BaseConsumer = match client.create() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(collection = %name, error = %e, "creating the tail consumer");
+            return;
+        }
+    };
+    // Wait for the first snapshot (its cut-offs are where the tail starts)
+    // and for the topic to exist.
+    let mut partitions = 0;
+    while !collection.stop.load(Ordering::Relaxed) {
+        if collection.snapshot_ready.load(Ordering::Acquire) {
+            match consumer.fetch_metadata(Some(&topic), Duration::from_secs(2)) {
+                Ok(md) => {
+                    partitions = md
+                        .topics()
+                        .iter()
+                        .find(|t| t.name() == topic && t.error().is_none())
+                        .map_or(0, |t| t.partitions().len());
+                }
+                Err(e) => warn!(collection = %name, error = %e, "tail: fetching topic metadata"),
+            }
+            if partitions > 0 {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    if partitions == 0 {
+        return;
+    }
+    let cutoffs = collection.live.read().snapshot.cutoffs.clone();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions as i32 {
+        let offset = match cutoffs.get(&(p as u32)) {
+            Some(&o) if o > 0 => Offset::Offset(o),
+            _ => Offset::Beginning,
+        };
+        if let Err(e) = tpl.add_partition_offset(&topic, p, offset) {
+            warn!(error = %e, "building the tail assignment");
+        }
+    }
+    if let Err(e) = consumer.assign(&tpl) {
+        tracing::error!(collection = %name, error = %e, "assigning the tail");
+        return;
+    }
+    collection.tail_ready.store(true, Ordering::Release);
+    info!(collection = %name, topic = %topic, partitions, "tail started");
+
+    let mut last_lag = Instant::now();
+    let mut batch: Vec<BorrowedMessage<'_>> = Vec::with_capacity(MAX_BATCH);
+    while !collection.stop.load(Ordering::Relaxed) {
+        batch.clear();
+        match consumer.poll(Duration::from_millis(50)) {
+            Some(Ok(m)) => batch.push(m),
+            Some(Err(e)) => warn!(collection = %name, error = %e, "tail consumer error"),
+            None => {}
+        }
+        while !batch.is_empty() && batch.len() < MAX_BATCH {
+            match consumer.poll(Duration::ZERO) {
+                Some(Ok(m)) => batch.push(m),
+                Some(Err(e)) => {
+                    warn!(collection = %name, error = %e, "tail consumer error");
+                    break;
+                }
+                None => break,
+            }
+        }
+        if !batch.is_empty() {
+            apply_batch(&collection, &batch, &metrics);
+        }
+        if last_lag.elapsed() >= Duration::from_secs(2) {
+            last_lag = Instant::now();
+            update_lag(&consumer, &collection, partitions, &metrics);
+        }
+    }
+    info!(collection = %name, "tail stopped");
+}
+
+fn apply_batch(collection: &Collection, batch: &[BorrowedMessage<'_>], metrics: &QueryMetrics) {
+    let name = collection.def.name.as_str();
+    let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+    let mut outcomes: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut latencies = Vec::with_capacity(batch.len());
+    {
+        let mut live = collection.live.write();
+        for msg in batch {
+            let partition = msg.partition() as u32;
+            let offset = msg.offset();
+            let cutoff = live.snapshot.cutoffs.get(&partition).copied().unwrap_or(0);
+            let applied = live.applied.get(&partition).copied().unwrap_or(0);
+            if offset < cutoff || offset < applied {
+                *outcomes.entry("skipped").or_default() += 1;
+                continue;
+            }
+            live.applied.insert(partition, offset + 1);
+            let content_type = msg.headers().and_then(|headers| {
+                headers
+                    .iter()
+                    .find(|h| h.key.eq_ignore_ascii_case("content-type"))
+                    .and_then(|h| h.value)
+                    .and_then(|v| std::str::from_utf8(v).ok())
+            });
+            let event = EventMessage {
+                key: msg.key(),
+                value: msg.payload(),
+                content_type,
+            };
+            let outcome = match eddy_event::decode(&collection.def, event) {
+                Ok(Event::Upsert(point)) => {
+                    let payload = if point.payload.is_empty() {
+                        Vec::new()
+                    } else {
+                        serde_json::to_vec(&point.payload).unwrap_or_default()
+                    };
+                    live.tail.upsert(point.id, &point.vector, &payload, partition, offset);
+                    "upsert"
+                }
+                Ok(Event::Delete(id)) => {
+                    live.tail.delete(id, partition, offset);
+                    "delete"
+                }
+                // Ingest rejects the same events with the same decoder and
+                // counts them; the tail only skips them.
+                Err(_) => "rejected",
+            };
+            *outcomes.entry(outcome).or_default() += 1;
+            if let Some(ts) = msg.timestamp().to_millis() {
+                latencies.push((now_ms - ts).max(0) as f64 / 1000.0);
+            }
+        }
+        metrics.tail_rows.with_label_values(&[name]).set(live.tail.live_rows() as i64);
+        for (p, off) in live.visible_offsets() {
+            metrics.visible_offset.with_label_values(&[name, &p.to_string()]).set(off);
+        }
+    }
+    collection.changed.notify_waiters();
+    for (outcome, n) in outcomes {
+        metrics.tail_events.with_label_values(&[name, outcome]).inc_by(n);
+    }
+    let hist = metrics.ingest_to_visible.with_label_values(&[name]);
+    for l in latencies {
+        hist.observe(l);
+    }
+}
+
+fn update_lag(consumer: &BaseConsumer, collection: &Collection, partitions: usize, metrics: &QueryMetrics) {
+    let visible = collection.live.read().visible_offsets();
+    for p in 0..partitions {
+        if let Ok((_, high)) = consumer.fetch_watermarks(&collection.def.topic, p as i32, Duration::from_millis(500)) {
+            let seen = visible.get(&(p as u32)).copied().unwrap_or(0);
+            metrics
+                .lag
+                .with_label_values(&[&collection.def.name, &p.to_string()])
+                .set((high - seen).max(0));
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! A small cluster for tests: Tansu, one topic, eddy-ingest and eddy-query.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use clap::Parser as _;
+use eddy_loadtest::broker::Tansu;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::ClientConfig;
+use serde_json::{json, Value};
+
+/// Dimension of the test vectors.
+pub const DIM: usize = 8;
+
+/// A running test cluster.
+pub struct Cluster {
+    pub tansu: Tansu,
+    pub topic: String,
+    pub ingest: Option<eddy_ingest::Ingest>,
+    pub query: Option<eddy_query::Query>,
+    pub producer: FutureProducer,
+    pub http: reqwest::Client,
+    pub store: tempfile::TempDir,
+}
+
+/// Deterministic pseudo-random vectors (splitmix64), so tests repeat.
+pub fn vector(seed: u64) -> Vec<f32> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1);
+    (0..DIM)
+        .map(|_| {
+            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            (z >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// Squared L2 distance, computed in f64 like an exact reference would.
+pub fn l2(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| f64::from(x - y).powi(2)).sum::<f64>() as f32
+}
+
+impl Cluster {
+    /// Starts Tansu, creates `collection`'s topic and starts both services.
+    pub async fn start(collection: &str, partitions: u32) -> Cluster {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            )
+            .with_test_writer()
+            .try_init();
+        let tansu = tokio::task::spawn_blocking(Tansu::start)
+            .await
+            .expect("join")
+            .expect("Tansu starts (install it with `cargo install --locked tansu --features libsql`)");
+        let topic = collection.to_owned();
+        {
+            let t = topic.clone();
+            let bootstrap = tansu.bootstrap();
+            let _ = bootstrap;
+            tansu.create_topic(&t, partitions).expect("topic created");
+        }
+        let store = tempfile::tempdir().expect("tmp store");
+        let spec = format!("name={collection},dim={DIM},metric=l2,field.kind=keyword,field.i=integer");
+        let brokers = tansu.bootstrap();
+        let ingest = eddy_ingest::start(eddy_ingest::IngestConfig::parse_from([
+            "eddy-ingest",
+            "--store",
+            store.path().to_str().expect("utf-8 path"),
+            "--brokers",
+            &brokers,
+            "--collection",
+            &spec,
+            "--seal-rows",
+            "64",
+            "--seal-age-ms",
+            "300",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--collection-poll-ms",
+            "100",
+        ]))
+        .await
+        .expect("ingest starts");
+        let query = eddy_query::start(eddy_query::QueryConfig::parse_from([
+            "eddy-query",
+            "--store",
+            store.path().to_str().expect("utf-8 path"),
+            "--brokers",
+            &brokers,
+            "--http-addr",
+            "127.0.0.1:0",
+            "--flight-addr",
+            "127.0.0.1:0",
+            "--manifest-poll-ms",
+            "50",
+            "--collection-poll-ms",
+            "100",
+        ]))
+        .await
+        .expect("query starts");
+        let producer: FutureProducer = ClientConfig::new()
+            .set("bootstrap.servers", &brokers)
+            .set("linger.ms", "5")
+            .set("acks", "all")
+            .create()
+            .expect("producer");
+        let cluster = Cluster {
+            tansu,
+            topic,
+            ingest: Some(ingest),
+            query: Some(query),
+            producer,
+            http: reqwest::Client::new(),
+            store,
+        };
+        cluster.wait_ready().await;
+        cluster
+    }
+
+    /// Base URL of the HTTP API.
+    pub fn url(&self, path: &str) -> String {
+        let q = self.query.as_ref().expect("query running");
+        format!("http://{}{path}", q.http_addr())
+    }
+
+    /// Flight endpoint.
+    pub fn flight_url(&self) -> String {
+        let q = self.query.as_ref().expect("query running");
+        format!("http://{}", q.flight_addr())
+    }
+
+    async fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let ok = self
+                .http
+                .get(self.url("/readyz"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success());
+            if ok {
+                return;
+            }
+            assert!(Instant::now() < deadline, "query service not ready within 60 s");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Produces one record (value `None` = tombstone) and returns (partition, offset).
+    pub async fn produce(&self, key: &str, value: Option<&[u8]>) -> (i32, i64) {
+        let mut record: FutureRecord<'_, str, [u8]> = FutureRecord::to(&self.topic).key(key);
+        if let Some(v) = value {
+            record = record.payload(v);
+        }
+        let delivery = self
+            .producer
+            .send(record, Duration::from_secs(10))
+            .await
+            .expect("delivered");
+        (delivery.partition, delivery.offset)
+    }
+
+    /// Produces an upsert event.
+    pub async fn upsert(&self, id: u64, vector: &[f32], payload: Value) -> (i32, i64) {
+        let value = json!({"id": id, "vector": vector, "payload": payload}).to_string();
+        self.produce(&id.to_string(), Some(value.as_bytes())).await
+    }
+
+    /// The collection's `count`, as HTTP reports it.
+    pub async fn count(&self, collection: &str) -> u64 {
+        let r: Value = self
+            .http
+            .post(self.url(&format!("/v1/collections/{collection}/count")))
+            .json(&json!({}))
+            .send()
+            .await
+            .expect("count request")
+            .json()
+            .await
+            .expect("count json");
+        r["count"].as_u64().expect("count is a number")
+    }
+
+    /// Waits until `count` equals `n` (bounded).
+    pub async fn wait_count(&self, collection: &str, n: u64) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let c = self.count(collection).await;
+            if c == n {
+                return;
+            }
+            assert!(Instant::now() < deadline, "count stuck at {c}, expected {n}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits until the collection's tail is empty: everything is sealed.
+    pub async fn wait_sealed(&self, collection: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let info: Value = self
+                .http
+                .get(self.url(&format!("/v1/collections/{collection}")))
+                .send()
+                .await
+                .expect("info request")
+                .json()
+                .await
+                .expect("info json");
+            if info["status"]["tail_rows"] == 0 && info["status"]["segments"].as_u64().unwrap_or(0) > 0 {
+                return info;
+            }
+            assert!(Instant::now() < deadline, "not sealed within 60 s: {info}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Text of a metrics endpoint.
+    pub async fn metrics_text(&self, url: String) -> String {
+        self.http
+            .get(url)
+            .send()
+            .await
+            .expect("metrics request")
+            .text()
+            .await
+            .expect("metrics text")
+    }
+
+    /// The ingest service's metrics.
+    pub async fn ingest_metrics(&self) -> String {
+        let addr = self.ingest.as_ref().expect("ingest running").metrics_addr();
+        self.metrics_text(format!("http://{addr}/metrics")).await
+    }
+
+    /// Stops the services.
+    pub async fn stop(mut self) {
+        if let Some(q) = self.query.take() {
+            q.shutdown().await;
+        }
+        if let Some(i) = self.ingest.take() {
+            i.shutdown().await;
+        }
+    }
+}
+
+/// Sum of a metric's samples whose label set contains every `labels` pair.
+pub fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name) && !l.starts_with('#'))
+        .filter(|l| l[name.len()..].starts_with(['{', ' ']))
+        .filter(|l| labels.iter().all(|(k, v)| l.contains(&format!("{k}=\"{v}\""))))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Exact top-k ids by squared L2 over `points`, ties by smaller id.
+pub fn exact_top_k(points: &BTreeMap<u64, Vec<f32>>, q: &[f32], k: usize) -> Vec<(u64, f32)> {
+    let mut all: Vec<(u64, f32)> = points.iter().map(|(id, v)| (*id, l2(q, v))).collect();
+    all.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    all.truncate(k);
+    all
+}

@@ -1,0 +1,62 @@
+//! End-to-end tests on real parts: a Tansu broker, rdkafka producers,
+//! eddy-ingest and eddy-query in-process, checked over HTTP, over Flight
+//! (Rust client) and with pyarrow's Flight client.
+//!
+//! One cluster serves the steps in order (starting a broker per step would
+//! cost more than the steps); each step's assertions name what failed.
+
+mod cluster;
+mod flight_client;
+mod http_api;
+mod pyarrow_client;
+
+use std::collections::BTreeMap;
+
+use cluster::{vector, Cluster};
+use serde_json::json;
+
+/// Points produced in the first phase.
+const POINTS: u64 = 300;
+const COLLECTION: &str = "items";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_to_http_and_flight() {
+    let cluster = Cluster::start(COLLECTION, 3).await;
+    let mut points: BTreeMap<u64, Vec<f32>> = BTreeMap::new();
+    for id in 0..POINTS {
+        let v = vector(id);
+        cluster
+            .upsert(id, &v, json!({"kind": format!("k{}", id % 3), "i": id}))
+            .await;
+        points.insert(id, v);
+    }
+    eprintln!("step: produced");
+    cluster.wait_count(COLLECTION, POINTS).await;
+    eprintln!("step: counted");
+
+    // Fresh rows are served from the tail and from segments alike; check
+    // both before and after everything is sealed.
+    eprintln!("step: every_point_is_found_with_its_exact_score");
+    http_api::every_point_is_found_with_its_exact_score(&cluster, COLLECTION, &points).await;
+    cluster.wait_sealed(COLLECTION).await;
+    eprintln!("step: every_point_is_found_with_its_exact_score");
+    http_api::every_point_is_found_with_its_exact_score(&cluster, COLLECTION, &points).await;
+    eprintln!("step: search_matches_exact_top_k");
+    http_api::search_matches_exact_top_k(&cluster, COLLECTION, &points).await;
+
+    eprintln!("step: do_get_and_exchange_match_exact");
+    flight_client::do_get_and_exchange_match_exact(&cluster, COLLECTION, &points).await;
+    eprintln!("step: pyarrow_matches_numpy");
+    pyarrow_client::pyarrow_matches_numpy(&cluster, COLLECTION, &points).await;
+
+    eprintln!("step: deletes_and_upserts_apply");
+    http_api::deletes_and_upserts_apply(&cluster, COLLECTION, &mut points).await;
+    eprintln!("step: bad_events_are_counted_and_skipped");
+    http_api::bad_events_are_counted_and_skipped(&cluster, COLLECTION, &mut points).await;
+    eprintln!("step: bad_requests_get_clear_4xx");
+    http_api::bad_requests_get_clear_4xx(&cluster, COLLECTION).await;
+    eprintln!("step: bad_flight_requests_are_invalid_argument");
+    flight_client::bad_flight_requests_are_invalid_argument(&cluster, COLLECTION).await;
+
+    cluster.stop().await;
+}

@@ -1,0 +1,133 @@
+//! Arrow Flight checks with the Rust client.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow_array::types::Float32Type;
+use arrow_array::{Array, FixedSizeListArray, Float32Array, RecordBatch, UInt32Array, UInt64Array};
+use arrow_flight::encode::FlightDataEncoderBuilder;
+use arrow_flight::{FlightClient, FlightDescriptor, Ticket};
+use arrow_schema::{DataType, Field, Schema};
+use futures::TryStreamExt;
+use serde_json::json;
+
+use crate::cluster::{exact_top_k, vector, Cluster, DIM};
+
+async fn client(cluster: &Cluster) -> FlightClient {
+    let channel = tonic::transport::Channel::from_shared(cluster.flight_url())
+        .expect("valid url")
+        .connect()
+        .await
+        .expect("flight connects");
+    FlightClient::new(channel)
+}
+
+/// (query_index, rank, id, score) rows of result batches.
+fn rows(batches: &[RecordBatch]) -> Vec<(u32, u32, u64, f32)> {
+    let mut out = Vec::new();
+    for b in batches {
+        let col = |name: &str| b.column_by_name(name).unwrap_or_else(|| panic!("column {name}")).clone();
+        let qi = col("query_index");
+        let rank = col("rank");
+        let id = col("id");
+        let score = col("score");
+        let qi = qi.as_any().downcast_ref::<UInt32Array>().expect("u32");
+        let rank = rank.as_any().downcast_ref::<UInt32Array>().expect("u32");
+        let id = id.as_any().downcast_ref::<UInt64Array>().expect("u64");
+        let score = score.as_any().downcast_ref::<Float32Array>().expect("f32");
+        for i in 0..b.num_rows() {
+            out.push((qi.value(i), rank.value(i), id.value(i), score.value(i)));
+        }
+    }
+    out
+}
+
+fn check(rows: &[(u32, u32, u64, f32)], queries: &[Vec<f32>], points: &BTreeMap<u64, Vec<f32>>, k: usize) {
+    assert_eq!(rows.len(), queries.len() * k, "one row per (query, rank)");
+    for (qi, q) in queries.iter().enumerate() {
+        let want = exact_top_k(points, q, k);
+        let got: Vec<_> = rows.iter().filter(|r| r.0 as usize == qi).collect();
+        for (r, (id, score)) in got.iter().zip(&want) {
+            assert_eq!(r.2, *id, "query {qi} rank {}", r.1);
+            assert!((r.3 - score).abs() <= 1e-4 * score.max(1.0), "query {qi}: {} vs {score}", r.3);
+        }
+    }
+}
+
+/// DoGet with a JSON ticket and DoExchange with batches of query vectors
+/// both return the exact top-k.
+pub async fn do_get_and_exchange_match_exact(cluster: &Cluster, collection: &str, points: &BTreeMap<u64, Vec<f32>>) {
+    let mut c = client(cluster).await;
+    let infos: Vec<_> = c
+        .list_flights(bytes::Bytes::new())
+        .await
+        .expect("list_flights")
+        .try_collect()
+        .await
+        .expect("infos");
+    assert!(infos.iter().any(|i| i
+        .flight_descriptor
+        .as_ref()
+        .is_some_and(|d| d.path == ["collections", collection])));
+
+    let queries: Vec<Vec<f32>> = (0..25).map(|s| vector(2_000_000 + s)).collect();
+    let ticket = json!({"collection": collection, "vectors": queries, "k": 5}).to_string();
+    let batches: Vec<RecordBatch> = c
+        .do_get(Ticket::new(ticket))
+        .await
+        .expect("do_get")
+        .try_collect()
+        .await
+        .expect("batches");
+    check(&rows(&batches), &queries, points, 5);
+
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "vector",
+        DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), DIM as i32),
+        false,
+    )]));
+    let batch_of = |qs: &[Vec<f32>]| {
+        let list = FixedSizeListArray::from_iter_primitive::<Float32Type, _, _>(
+            qs.iter().map(|q| Some(q.iter().map(|x| Some(*x)).collect::<Vec<_>>())),
+            DIM as i32,
+        );
+        RecordBatch::try_new(schema.clone(), vec![Arc::new(list)]).expect("batch")
+    };
+    let input = vec![Ok(batch_of(&queries[..10])), Ok(batch_of(&queries[10..]))];
+    let descriptor = FlightDescriptor::new_cmd(json!({"collection": collection, "k": 5}).to_string());
+    let request = FlightDataEncoderBuilder::new()
+        .with_flight_descriptor(Some(descriptor))
+        .build(futures::stream::iter(input));
+    let out: Vec<RecordBatch> = c
+        .do_exchange(request)
+        .await
+        .expect("do_exchange")
+        .try_collect()
+        .await
+        .expect("exchange batches");
+    check(&rows(&out), &queries, points, 5);
+    assert!(out.iter().all(|b| b.column(0).null_count() == 0));
+}
+
+/// Malformed tickets and commands get INVALID_ARGUMENT, unknown collections NOT_FOUND.
+pub async fn bad_flight_requests_are_invalid_argument(cluster: &Cluster, collection: &str) {
+    let mut c = client(cluster).await;
+    let cases = [
+        ("{not json".to_owned(), tonic::Code::InvalidArgument),
+        (json!({"collection": collection, "vectors": [[1.0, 2.0]]}).to_string(), tonic::Code::InvalidArgument),
+        (json!({"collection": collection, "vectors": [vector(1)], "k": 0}).to_string(), tonic::Code::InvalidArgument),
+        (json!({"collection": "nope", "vectors": [vector(1)]}).to_string(), tonic::Code::NotFound),
+    ];
+    for (ticket, code) in cases {
+        let err = match c.do_get(Ticket::new(ticket.clone())).await {
+            Ok(stream) => stream.try_collect::<Vec<_>>().await.err().expect("must fail"),
+            Err(e) => e,
+        };
+        let status = match err {
+            arrow_flight::error::FlightError::Tonic(s) => *s,
+            other => panic!("{ticket}: expected a gRPC status, got {other}"),
+        };
+        assert_eq!(status.code(), code, "{ticket}: {status}");
+        assert!(!status.message().is_empty());
+    }
+}

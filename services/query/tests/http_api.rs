@@ -1,0 +1,216 @@
+//! HTTP API checks.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+use crate::cluster::{exact_top_k, l2, metric_sum, vector, Cluster, DIM};
+
+async fn search(cluster: &Cluster, collection: &str, body: Value) -> (u16, Value) {
+    let r = cluster
+        .http
+        .post(cluster.url(&format!("/v1/collections/{collection}/search")))
+        .json(&body)
+        .send()
+        .await
+        .expect("search request");
+    let status = r.status().as_u16();
+    (status, r.json().await.expect("json body"))
+}
+
+/// Every point's own vector finds it first, with distance 0.
+pub async fn every_point_is_found_with_its_exact_score(
+    cluster: &Cluster,
+    collection: &str,
+    points: &BTreeMap<u64, Vec<f32>>,
+) {
+    let searches: Vec<Value> = points.values().map(|v| json!({"vector": v, "k": 1})).collect();
+    let r: Value = cluster
+        .http
+        .post(cluster.url(&format!("/v1/collections/{collection}/search/batch")))
+        .json(&json!({ "searches": searches }))
+        .send()
+        .await
+        .expect("batch request")
+        .json()
+        .await
+        .expect("batch json");
+    let results = r["results"].as_array().expect("results array");
+    assert_eq!(results.len(), points.len());
+    for ((id, _), res) in points.iter().zip(results) {
+        let top = &res["result"][0];
+        assert_eq!(top["id"], json!(id), "point {id} not found first: {res}");
+        assert_eq!(top["score"].as_f64(), Some(0.0), "point {id} distance to itself: {res}");
+    }
+}
+
+/// Top-10 ids and scores equal an exact f64 reference.
+pub async fn search_matches_exact_top_k(cluster: &Cluster, collection: &str, points: &BTreeMap<u64, Vec<f32>>) {
+    for seed in 0..20u64 {
+        let q = vector(1_000_000 + seed);
+        let (status, r) = search(cluster, collection, json!({"vector": q, "k": 10, "with_payload": ["kind"]})).await;
+        assert_eq!(status, 200, "{r}");
+        let want = exact_top_k(points, &q, 10);
+        let got = r["result"].as_array().expect("result array");
+        assert_eq!(got.len(), 10);
+        for (g, (id, score)) in got.iter().zip(&want) {
+            assert_eq!(g["id"], json!(id), "query {seed}: {r}");
+            let s = g["score"].as_f64().expect("score") as f32;
+            assert!((s - score).abs() <= 1e-4 * score.max(1.0), "query {seed}: score {s} vs exact {score}");
+            assert_eq!(g["payload"]["kind"], json!(format!("k{}", id % 3)));
+        }
+        assert!(r["offsets"].is_object(), "responses report the offsets they reflect");
+    }
+}
+
+/// Tombstones remove ids; upserts replace vectors and payloads, in the tail
+/// at once and in segments after the seal.
+pub async fn deletes_and_upserts_apply(cluster: &Cluster, collection: &str, points: &mut BTreeMap<u64, Vec<f32>>) {
+    for id in 0..20u64 {
+        cluster.produce(&id.to_string(), None).await;
+        points.remove(&id);
+    }
+    let mut last = (0, 0);
+    for id in 20..30u64 {
+        let v = vector(5_000 + id);
+        last = cluster.upsert(id, &v, json!({"kind": "updated"})).await;
+        points.insert(id, v);
+    }
+    // Read-your-writes: this search waits until the last upsert is visible.
+    let (status, r) = search(
+        cluster,
+        collection,
+        json!({"vector": points[&29], "k": 1, "min_offsets": {last.0.to_string(): last.1}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["result"][0]["id"], json!(29), "{r}");
+    cluster.wait_count(collection, points.len() as u64).await;
+    for phase in ["tail", "sealed"] {
+        if phase == "sealed" {
+            cluster.wait_sealed(collection).await;
+        }
+        for id in 0..20u64 {
+            let (_, r) = search(cluster, collection, json!({"vector": vector(id), "k": 5})).await;
+            let ids: Vec<&Value> = r["result"].as_array().expect("array").iter().map(|h| &h["id"]).collect();
+            assert!(!ids.contains(&&json!(id)), "{phase}: deleted id {id} returned: {r}");
+            let status = cluster
+                .http
+                .get(cluster.url(&format!("/v1/collections/{collection}/points/{id}")))
+                .send()
+                .await
+                .expect("get")
+                .status();
+            assert_eq!(status, 404, "{phase}: deleted point {id} still readable");
+        }
+        for id in 20..30u64 {
+            let p: Value = cluster
+                .http
+                .get(cluster.url(&format!("/v1/collections/{collection}/points/{id}")))
+                .send()
+                .await
+                .expect("get")
+                .json()
+                .await
+                .expect("json");
+            assert_eq!(p["payload"]["kind"], "updated", "{phase}: {p}");
+            let v: Vec<f32> = serde_json::from_value(p["vector"].clone()).expect("vector");
+            assert_eq!(v, points[&id], "{phase}: point {id} has its new vector");
+            // The old vector must not find the old copy any more.
+            let (_, r) = search(cluster, collection, json!({"vector": vector(id), "k": 1})).await;
+            let top = &r["result"][0];
+            if top["id"] == json!(id) {
+                let d = top["score"].as_f64().expect("score") as f32;
+                assert!((d - l2(&vector(id), &points[&id])).abs() < 1e-4, "{phase}: stale copy of {id} served");
+            }
+        }
+        assert_eq!(cluster.count(collection).await, points.len() as u64, "{phase}: count");
+    }
+}
+
+/// Malformed JSON, a wrong dimension, NaN/inf and a wrong id type are
+/// counted by reason and skipped without stalling the partition.
+pub async fn bad_events_are_counted_and_skipped(
+    cluster: &Cluster,
+    collection: &str,
+    points: &mut BTreeMap<u64, Vec<f32>>,
+) {
+    let before = cluster.ingest_metrics().await;
+    let bad: Vec<(&str, String)> = vec![
+        ("900", "{not json".to_owned()),
+        ("901", json!({"id": 901, "vector": [1.0, 2.0]}).to_string()),
+        ("902", format!("{{\"id\": 902, \"vector\": [1e39{}]}}", ", 0.5".repeat(DIM - 1))),
+        ("abc", json!({"id": "abc", "vector": vector(1)}).to_string()),
+    ];
+    // Same key on every partition's worth of bad events: put them on several
+    // partitions by varying the key.
+    for (key, value) in &bad {
+        cluster.produce(key, Some(value.as_bytes())).await;
+    }
+    for id in 950..960u64 {
+        let v = vector(id);
+        cluster.upsert(id, &v, json!({})).await;
+        points.insert(id, v);
+    }
+    cluster.wait_count(collection, points.len() as u64).await;
+    cluster.wait_sealed(collection).await;
+    let after = cluster.ingest_metrics().await;
+    for reason in ["malformed", "wrong_dimension", "non_finite", "wrong_id_type"] {
+        let labels = [("collection", collection), ("reason", reason)];
+        let delta = metric_sum(&after, "eddy_ingest_rejected_total", &labels)
+            - metric_sum(&before, "eddy_ingest_rejected_total", &labels);
+        assert!(delta >= 1.0, "rejections of reason {reason} not counted:\n{after}");
+    }
+    for id in 900..903u64 {
+        let status = cluster
+            .http
+            .get(cluster.url(&format!("/v1/collections/{collection}/points/{id}")))
+            .send()
+            .await
+            .expect("get")
+            .status();
+        assert_eq!(status, 404, "rejected event {id} must not be stored");
+    }
+}
+
+/// Malformed requests get 400/404 with a message saying what is wrong.
+pub async fn bad_requests_get_clear_4xx(cluster: &Cluster, collection: &str) {
+    let cases: Vec<(String, &str, u16, &str)> = vec![
+        (format!("/v1/collections/{collection}/search"), "{\"vector\": [1, 2", 400, "invalid request body"),
+        (format!("/v1/collections/{collection}/search"), "{\"vector\": [1, 2]}", 400, "dimension"),
+        (format!("/v1/collections/{collection}/search"), "{\"vector\": [1,2,3,4,5,6,7,8], \"k\": 0}", 400, "k must be"),
+        (format!("/v1/collections/{collection}/search"), "{\"vector\": [1,2,3,4,5,6,7,8], \"kk\": 3}", 400, "kk"),
+        ("/v1/collections/nope/search".to_owned(), "{\"vector\": [1,2,3,4,5,6,7,8]}", 404, "does not exist"),
+    ];
+    for (path, body, status, needle) in cases {
+        let r = cluster
+            .http
+            .post(cluster.url(&path))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(r.status().as_u16(), status, "{path} {body}");
+        let j: Value = r.json().await.expect("error body is JSON");
+        let msg = j["error"]["message"].as_str().expect("message");
+        assert!(msg.contains(needle), "{path} {body}: message {msg:?} should mention {needle:?}");
+    }
+    let r = cluster
+        .http
+        .get(cluster.url(&format!("/v1/collections/{collection}/points/not-a-number")))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 400);
+    let r = cluster
+        .http
+        .put(cluster.url("/v1/collections/bad"))
+        .json(&json!({"dimension": 0}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 400);
+    let m = cluster.metrics_text(cluster.url("/metrics")).await;
+    assert!(metric_sum(&m, "eddy_query_requests_total", &[("api", "http_search"), ("status", "400")]) >= 3.0, "{m}");
+}
