@@ -67,7 +67,10 @@ fn read_vecs(path: &Path, limit: Option<usize>) -> Result<Matrix<[u8; 4]>> {
         reason,
     };
     if bytes.is_empty() {
-        return Ok(Matrix { dim: 0, data: Vec::new() });
+        return Ok(Matrix {
+            dim: 0,
+            data: Vec::new(),
+        });
     }
     let head: [u8; 4] = bytes
         .get(..4)
@@ -155,13 +158,19 @@ pub const TIE_EPSILON: f32 = 1e-5;
 /// duplicate vectors in the base several ids tie at the k-th place and any of
 /// them is a correct answer. `returned` holds (id, exact score) pairs; at most
 /// `k` of them are counted.
-pub fn recall_at_k(returned: &[(u64, f32)], truth_ids: &[i32], truth_scores: &[f32], k: usize) -> f64 {
+pub fn recall_at_k(
+    returned: &[(u64, f32)],
+    truth_ids: &[i32],
+    truth_scores: &[f32],
+    k: usize,
+) -> f64 {
     let k = k.min(truth_ids.len()).min(truth_scores.len());
     if k == 0 {
         return 1.0;
     }
     let kth = truth_scores[k - 1];
-    let top: std::collections::HashSet<i64> = truth_ids[..k].iter().map(|&i| i64::from(i)).collect();
+    let top: std::collections::HashSet<i64> =
+        truth_ids[..k].iter().map(|&i| i64::from(i)).collect();
     let hits = returned
         .iter()
         .take(k)
@@ -179,7 +188,8 @@ pub fn id_recall_at_k(returned: &[u64], truth_ids: &[i32], k: usize) -> f64 {
     if k == 0 {
         return 1.0;
     }
-    let top: std::collections::HashSet<i64> = truth_ids[..k].iter().map(|&i| i64::from(i)).collect();
+    let top: std::collections::HashSet<i64> =
+        truth_ids[..k].iter().map(|&i| i64::from(i)).collect();
     let hits = returned
         .iter()
         .take(k)
@@ -207,7 +217,10 @@ mod tests {
         assert_eq!(one.rows(), 1);
         assert_eq!(one.row(0), &[1.0, 2.0, 3.0]);
         fs::write(&path, [3, 0, 0, 0, 1]).expect("write");
-        assert!(matches!(read_fvecs(&path, None), Err(Error::Malformed { .. })));
+        assert!(matches!(
+            read_fvecs(&path, None),
+            Err(Error::Malformed { .. })
+        ));
         fs::remove_dir_all(&dir).ok();
     }
 
@@ -216,7 +229,10 @@ mod tests {
         let truth = [1, 2, 3];
         let scores = [0.9, 0.8, 0.7];
         // id 9 ties with the 3rd true neighbour: a hit.
-        assert_eq!(recall_at_k(&[(1, 0.9), (2, 0.8), (9, 0.7)], &truth, &scores, 3), 1.0);
+        assert_eq!(
+            recall_at_k(&[(1, 0.9), (2, 0.8), (9, 0.7)], &truth, &scores, 3),
+            1.0
+        );
         assert!((recall_at_k(&[(1, 0.9), (8, 0.5)], &truth, &scores, 3) - 1.0 / 3.0).abs() < 1e-9);
         assert!((id_recall_at_k(&[1, 2, 9], &truth, 3) - 2.0 / 3.0).abs() < 1e-9);
     }

@@ -19,7 +19,9 @@ pub(crate) fn decode(value: &[u8]) -> Result<Point, Rejection> {
     let event: JsonEvent = serde_json::from_slice(value)
         .map_err(|e| Rejection::new(Reason::Malformed, format!("invalid JSON event: {e}")))?;
     let payload = event.payload.unwrap_or_default();
-    if value.len() > MAX_PAYLOAD_BYTES && serde_json::to_vec(&payload).map_or(0, |p| p.len()) > MAX_PAYLOAD_BYTES {
+    if value.len() > MAX_PAYLOAD_BYTES
+        && serde_json::to_vec(&payload).map_or(0, |p| p.len()) > MAX_PAYLOAD_BYTES
+    {
         return Err(Rejection::new(
             Reason::Oversize,
             format!("payload exceeds {MAX_PAYLOAD_BYTES} bytes"),

@@ -150,17 +150,17 @@ pub struct Message<'a> {
 
 /// Decodes and validates one message for a collection.
 pub fn decode(def: &CollectionDef, msg: Message<'_>) -> Result<Event, Rejection> {
-    let key_id = match msg.key {
-        None => None,
-        Some(key) => {
-            let text = std::str::from_utf8(key)
-                .map_err(|_| Rejection::new(Reason::WrongIdType, "message key is not UTF-8"))?;
-            Some(
-                PointId::parse(text, def.id_type)
-                    .map_err(|e| Rejection::new(Reason::WrongIdType, format!("message key: {e}")))?,
-            )
-        }
-    };
+    let key_id =
+        match msg.key {
+            None => None,
+            Some(key) => {
+                let text = std::str::from_utf8(key)
+                    .map_err(|_| Rejection::new(Reason::WrongIdType, "message key is not UTF-8"))?;
+                Some(PointId::parse(text, def.id_type).map_err(|e| {
+                    Rejection::new(Reason::WrongIdType, format!("message key: {e}"))
+                })?)
+            }
+        };
     let Some(value) = msg.value else {
         return key_id
             .map(Event::Delete)
@@ -172,14 +172,18 @@ pub fn decode(def: &CollectionDef, msg: Message<'_>) -> Result<Event, Rejection>
             format!("value of {} bytes exceeds {MAX_EVENT_BYTES}", value.len()),
         ));
     }
-    let content_type = msg.content_type.map(|c| c.split(';').next().unwrap_or(c).trim());
+    let content_type = msg
+        .content_type
+        .map(|c| c.split(';').next().unwrap_or(c).trim());
     let mut point = match content_type {
         None | Some("") | Some(CONTENT_TYPE_JSON) => json::decode(value)?,
         Some(CONTENT_TYPE_PROTOBUF) => protobuf::decode(value)?,
         Some(other) => {
             return Err(Rejection::new(
                 Reason::UnsupportedContentType,
-                format!("content-type {other:?} (expected {CONTENT_TYPE_JSON} or {CONTENT_TYPE_PROTOBUF})"),
+                format!(
+                "content-type {other:?} (expected {CONTENT_TYPE_JSON} or {CONTENT_TYPE_PROTOBUF})"
+            ),
             ))
         }
     };
@@ -205,12 +209,19 @@ pub fn validate_point(def: &CollectionDef, point: &mut Point) -> Result<(), Reje
     if point.vector.len() != def.dimension as usize {
         return Err(Rejection::new(
             Reason::WrongDimension,
-            format!("vector has {} values, collection dimension is {}", point.vector.len(), def.dimension),
+            format!(
+                "vector has {} values, collection dimension is {}",
+                point.vector.len(),
+                def.dimension
+            ),
         ));
     }
     validate_vector(&point.vector)?;
     if def.metric.normalizes() && !normalize(&mut point.vector) {
-        return Err(Rejection::new(Reason::ZeroVector, "cosine collection got an all-zero vector"));
+        return Err(Rejection::new(
+            Reason::ZeroVector,
+            "cosine collection got an all-zero vector",
+        ));
     }
     for (field, ty) in &def.payload_fields {
         if let Some(value) = point.payload.get(field) {

@@ -9,12 +9,21 @@ use crate::{Payload, Point, Reason, Rejection, MAX_PAYLOAD_BYTES};
 
 /// Decodes one protobuf `PointEvent` value.
 pub(crate) fn decode(value: &[u8]) -> Result<Point, Rejection> {
-    let event = PointEvent::decode(value)
-        .map_err(|e| Rejection::new(Reason::Malformed, format!("invalid protobuf PointEvent: {e}")))?;
+    let event = PointEvent::decode(value).map_err(|e| {
+        Rejection::new(
+            Reason::Malformed,
+            format!("invalid protobuf PointEvent: {e}"),
+        )
+    })?;
     let id = match event.id {
         Some(Id::NumId(n)) => PointId::Num(n),
         Some(Id::StrId(s)) => PointId::Str(s),
-        None => return Err(Rejection::new(Reason::Malformed, "PointEvent without an id")),
+        None => {
+            return Err(Rejection::new(
+                Reason::Malformed,
+                "PointEvent without an id",
+            ))
+        }
     };
     let vector = if event.vector_le.is_empty() {
         event.vector
@@ -22,7 +31,10 @@ pub(crate) fn decode(value: &[u8]) -> Result<Point, Rejection> {
         if event.vector_le.len() % 4 != 0 {
             return Err(Rejection::new(
                 Reason::Malformed,
-                format!("vector_le has {} bytes, not a multiple of 4", event.vector_le.len()),
+                format!(
+                    "vector_le has {} bytes, not a multiple of 4",
+                    event.vector_le.len()
+                ),
             ));
         }
         event
@@ -38,12 +50,17 @@ pub(crate) fn decode(value: &[u8]) -> Result<Point, Rejection> {
             None => Value::Null,
             Some(Kind::Keyword(s)) => Value::String(s),
             Some(Kind::Integer(i)) => Value::from(i),
-            Some(Kind::Float(f)) => serde_json::Number::from_f64(f).map(Value::Number).ok_or_else(|| {
-                Rejection::new(Reason::NonFinite, format!("payload field {field:?} is {f}"))
-            })?,
+            Some(Kind::Float(f)) => serde_json::Number::from_f64(f)
+                .map(Value::Number)
+                .ok_or_else(|| {
+                    Rejection::new(Reason::NonFinite, format!("payload field {field:?} is {f}"))
+                })?,
             Some(Kind::Boolean(b)) => Value::Bool(b),
             Some(Kind::Json(text)) => serde_json::from_str(&text).map_err(|e| {
-                Rejection::new(Reason::Malformed, format!("payload field {field:?}: invalid JSON: {e}"))
+                Rejection::new(
+                    Reason::Malformed,
+                    format!("payload field {field:?}: invalid JSON: {e}"),
+                )
             })?,
         };
         bytes += field.len() + json.to_string().len();
@@ -55,5 +72,9 @@ pub(crate) fn decode(value: &[u8]) -> Result<Point, Rejection> {
             format!("payload exceeds {MAX_PAYLOAD_BYTES} bytes"),
         ));
     }
-    Ok(Point { id, vector, payload })
+    Ok(Point {
+        id,
+        vector,
+        payload,
+    })
 }

@@ -28,8 +28,11 @@ fn reason(r: Result<Event, Rejection>) -> Reason {
 
 #[test]
 fn json_upsert_decodes() {
-    let ev = json(r#"{"id": 7, "vector": [1, 2, 3], "payload": {"size": 3, "name": "x"}}"#).expect("valid");
-    let Event::Upsert(p) = ev else { panic!("expected upsert") };
+    let ev = json(r#"{"id": 7, "vector": [1, 2, 3], "payload": {"size": 3, "name": "x"}}"#)
+        .expect("valid");
+    let Event::Upsert(p) = ev else {
+        panic!("expected upsert")
+    };
     assert_eq!(p.id, PointId::Num(7));
     assert_eq!(p.vector, vec![1.0, 2.0, 3.0]);
     assert_eq!(p.payload["name"], "x");
@@ -38,11 +41,28 @@ fn json_upsert_decodes() {
 #[test]
 fn bad_events_are_rejected_with_reasons() {
     assert_eq!(reason(json("{not json")), Reason::Malformed);
-    assert_eq!(reason(json(r#"{"id": 1, "vector": [1, 2]}"#)), Reason::WrongDimension);
-    assert_eq!(reason(json(r#"{"id": 1, "vector": [1, 2, 1e39]}"#)), Reason::NonFinite);
-    assert_eq!(reason(json(r#"{"id": "a", "vector": [1, 2, 3]}"#)), Reason::WrongIdType);
-    assert_eq!(reason(json(r#"{"id": 1, "vector": [1, 2, 3], "payload": {"size": "big"}}"#)), Reason::PayloadType);
-    assert_eq!(reason(json(r#"{"id": 1, "vector": [1, 2, 3], "extra": 1}"#)), Reason::Malformed);
+    assert_eq!(
+        reason(json(r#"{"id": 1, "vector": [1, 2]}"#)),
+        Reason::WrongDimension
+    );
+    assert_eq!(
+        reason(json(r#"{"id": 1, "vector": [1, 2, 1e39]}"#)),
+        Reason::NonFinite
+    );
+    assert_eq!(
+        reason(json(r#"{"id": "a", "vector": [1, 2, 3]}"#)),
+        Reason::WrongIdType
+    );
+    assert_eq!(
+        reason(json(
+            r#"{"id": 1, "vector": [1, 2, 3], "payload": {"size": "big"}}"#
+        )),
+        Reason::PayloadType
+    );
+    assert_eq!(
+        reason(json(r#"{"id": 1, "vector": [1, 2, 3], "extra": 1}"#)),
+        Reason::Malformed
+    );
     assert_eq!(reason(json(r#"{"vector": [1, 2, 3]}"#)), Reason::Malformed);
     let mismatch = decode(
         &def(),
@@ -75,7 +95,10 @@ fn tombstones_delete_the_key() {
         },
     );
     assert_eq!(ev, Ok(Event::Delete(PointId::Num(5))));
-    assert_eq!(reason(decode(&def(), Message::default())), Reason::MissingKey);
+    assert_eq!(
+        reason(decode(&def(), Message::default())),
+        Reason::MissingKey
+    );
     let bad_key = decode(
         &def(),
         Message {
@@ -100,7 +123,10 @@ fn cosine_vectors_are_normalized_and_zero_rejected() {
         panic!("expected upsert")
     };
     assert!((p.vector[0] - 0.6).abs() < 1e-6 && (p.vector[2] - 0.8).abs() < 1e-6);
-    assert_eq!(reason(decode(&def, msg(br#"{"id": 1, "vector": [0, 0, 0]}"#))), Reason::ZeroVector);
+    assert_eq!(
+        reason(decode(&def, msg(br#"{"id": 1, "vector": [0, 0, 0]}"#))),
+        Reason::ZeroVector
+    );
 }
 
 #[test]
@@ -110,7 +136,10 @@ fn protobuf_events_decode() {
     let mut event = PointEvent {
         id: Some(Id::StrId("doc".into())),
         vector: vec![],
-        vector_le: [1.0f32, 2.0, 3.0].iter().flat_map(|f| f.to_le_bytes()).collect(),
+        vector_le: [1.0f32, 2.0, 3.0]
+            .iter()
+            .flat_map(|f| f.to_le_bytes())
+            .collect(),
         payload: Default::default(),
     };
     event.payload.insert(
@@ -129,7 +158,9 @@ fn protobuf_events_decode() {
         },
     )
     .expect("valid protobuf event");
-    let Event::Upsert(p) = ev else { panic!("expected upsert") };
+    let Event::Upsert(p) = ev else {
+        panic!("expected upsert")
+    };
     assert_eq!(p.vector, vec![1.0, 2.0, 3.0]);
     assert_eq!(p.payload["size"], 4);
     let garbage = decode(

@@ -43,7 +43,9 @@ fn unique_suffix() -> String {
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(Error::io(dir))
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(Error::io(dir))
 }
 
 /// Writes `bytes` to `path` only if `path` does not exist: the data goes to a
@@ -92,7 +94,9 @@ impl Store {
         if !first || second {
             return Err(Error::NoCompareAndSwap(root.to_owned()));
         }
-        Ok(Store { root: root.to_owned() })
+        Ok(Store {
+            root: root.to_owned(),
+        })
     }
 
     /// The store's root directory.
@@ -179,7 +183,12 @@ impl Store {
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::Io { path: dir, source: e }),
+            Err(e) => {
+                return Err(Error::Io {
+                    path: dir,
+                    source: e,
+                })
+            }
         }
         match newest {
             None => Ok(Manifest::empty(collection)),
@@ -189,7 +198,10 @@ impl Store {
 
     /// Manifest version `version` of `collection`.
     pub fn manifest(&self, collection: &str, version: u64) -> Result<Manifest> {
-        let path = self.dir(collection).join("manifests").join(manifest_file(version));
+        let path = self
+            .dir(collection)
+            .join("manifests")
+            .join(manifest_file(version));
         let bytes = fs::read(&path).map_err(Error::io(&path))?;
         serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
             path,
@@ -227,16 +239,25 @@ impl Store {
 
     /// Path of segment `id`.
     pub fn segment_path(&self, collection: &str, id: &str) -> PathBuf {
-        self.dir(collection).join("segments").join(format!("{id}.seg"))
+        self.dir(collection)
+            .join("segments")
+            .join(format!("{id}.seg"))
     }
 
     /// Writes the delete bitmap of segment `segment` as a new file and
     /// returns its name (to be referenced by the next manifest).
-    pub fn write_deletes(&self, collection: &str, segment: &str, deleted: &RoaringBitmap) -> Result<String> {
+    pub fn write_deletes(
+        &self,
+        collection: &str,
+        segment: &str,
+        deleted: &RoaringBitmap,
+    ) -> Result<String> {
         let name = format!("{segment}.{}.del", unique_suffix());
         let path = self.dir(collection).join("deletes").join(&name);
         let mut bytes = Vec::with_capacity(deleted.serialized_size() + 4);
-        deleted.serialize_into(&mut bytes).map_err(Error::io(&path))?;
+        deleted
+            .serialize_into(&mut bytes)
+            .map_err(Error::io(&path))?;
         let crc = crc32(&bytes);
         bytes.extend_from_slice(&crc.to_le_bytes());
         if !create_exclusive(&path, &bytes)? {
@@ -256,7 +277,10 @@ impl Store {
             path: path.clone(),
             reason: reason.to_owned(),
         };
-        let split = bytes.len().checked_sub(4).ok_or_else(|| corrupt("too short"))?;
+        let split = bytes
+            .len()
+            .checked_sub(4)
+            .ok_or_else(|| corrupt("too short"))?;
         let (body, crc) = bytes.split_at(split);
         if crc32(body).to_le_bytes() != crc {
             return Err(corrupt("checksum mismatch"));
@@ -287,10 +311,19 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let store = Store::open(dir.path()).expect("open");
         let def = CollectionDef::new("c", 4);
-        assert_eq!(store.create_collection(&def).expect("create"), CreateOutcome::Created);
-        assert_eq!(store.create_collection(&def).expect("again"), CreateOutcome::Exists);
+        assert_eq!(
+            store.create_collection(&def).expect("create"),
+            CreateOutcome::Created
+        );
+        assert_eq!(
+            store.create_collection(&def).expect("again"),
+            CreateOutcome::Exists
+        );
         let other = CollectionDef::new("c", 8);
-        assert!(matches!(store.create_collection(&other), Err(Error::CollectionConflict(_))));
+        assert!(matches!(
+            store.create_collection(&other),
+            Err(Error::CollectionConflict(_))
+        ));
 
         let m0 = store.latest_manifest("c").expect("latest");
         assert_eq!(m0.version, 0);
@@ -299,7 +332,10 @@ mod tests {
         store.publish(&m1).expect("publish v1");
         let mut rival = m0.successor();
         rival.partitions.entry(0).or_default().next_offset = 9;
-        assert!(matches!(store.publish(&rival), Err(Error::Conflict { version: 1, .. })));
+        assert!(matches!(
+            store.publish(&rival),
+            Err(Error::Conflict { version: 1, .. })
+        ));
         assert_eq!(store.latest_manifest("c").expect("latest"), m1);
         assert_eq!(store.collections().expect("list").len(), 1);
     }
@@ -308,7 +344,9 @@ mod tests {
     fn racing_writers_never_share_a_version() {
         let dir = tempfile::tempdir().expect("tmp");
         let store = Store::open(dir.path()).expect("open");
-        store.create_collection(&CollectionDef::new("c", 4)).expect("create");
+        store
+            .create_collection(&CollectionDef::new("c", 4))
+            .expect("create");
         let wins: usize = std::thread::scope(|s| {
             let handles: Vec<_> = (0..8)
                 .map(|w| {
@@ -328,14 +366,19 @@ mod tests {
                 .collect();
             handles.into_iter().map(|h| h.join().expect("join")).sum()
         });
-        assert_eq!(store.latest_manifest("c").expect("latest").version as usize, wins);
+        assert_eq!(
+            store.latest_manifest("c").expect("latest").version as usize,
+            wins
+        );
     }
 
     #[test]
     fn delete_files_round_trip_and_detect_damage() {
         let dir = tempfile::tempdir().expect("tmp");
         let store = Store::open(dir.path()).expect("open");
-        store.create_collection(&CollectionDef::new("c", 4)).expect("create");
+        store
+            .create_collection(&CollectionDef::new("c", 4))
+            .expect("create");
         let bits: RoaringBitmap = [1u32, 5, 900].into_iter().collect();
         let name = store.write_deletes("c", "s1", &bits).expect("write");
         assert_eq!(store.read_deletes("c", &name).expect("read"), bits);
@@ -343,6 +386,9 @@ mod tests {
         let mut bytes = fs::read(&path).expect("read");
         bytes[0] ^= 1;
         fs::write(&path, bytes).expect("write");
-        assert!(matches!(store.read_deletes("c", &name), Err(Error::Corrupt { .. })));
+        assert!(matches!(
+            store.read_deletes("c", &name),
+            Err(Error::Corrupt { .. })
+        ));
     }
 }

@@ -31,7 +31,9 @@ impl FieldType {
         match (self, value) {
             (_, Value::Null) => true,
             (FieldType::Keyword, Value::String(_)) => true,
-            (FieldType::Integer, Value::Number(n)) => n.is_i64() || n.is_u64() && n.as_i64().is_some(),
+            (FieldType::Integer, Value::Number(n)) => {
+                n.is_i64() || n.is_u64() && n.as_i64().is_some()
+            }
             (FieldType::Float, Value::Number(_)) => true,
             (FieldType::Bool, Value::Bool(_)) => true,
             // A list of keywords (tags) is a keyword field with many values.
@@ -120,7 +122,9 @@ impl CollectionDef {
 pub fn validate_name(name: &str) -> Result<()> {
     if name.is_empty()
         || name.len() > 64
-        || !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
     {
         return Err(Error::InvalidDefinition(format!(
             "collection name {name:?} must be 1-64 characters of [A-Za-z0-9_-]"
@@ -159,12 +163,13 @@ impl FromStr for CollectionDef {
                 }
                 _ => match key.strip_prefix("field.") {
                     Some(field) => {
-                        let ty = serde_json::from_value(serde_json::Value::String(value.to_owned()))
-                            .map_err(|_| {
-                                bad(format!(
+                        let ty =
+                            serde_json::from_value(serde_json::Value::String(value.to_owned()))
+                                .map_err(|_| {
+                                    bad(format!(
                                     "field type {value:?} must be keyword, integer, float or bool"
                                 ))
-                            })?;
+                                })?;
                         def.payload_fields.insert(field.to_owned(), ty);
                     }
                     None => return Err(bad(format!("unknown key {key:?}"))),
@@ -181,7 +186,9 @@ mod tests {
 
     #[test]
     fn spec_parses_with_defaults() {
-        let def: CollectionDef = "name=docs,dim=4,field.section=keyword".parse().expect("valid");
+        let def: CollectionDef = "name=docs,dim=4,field.section=keyword"
+            .parse()
+            .expect("valid");
         assert_eq!(def.topic, "docs");
         assert_eq!(def.metric, Metric::Cosine);
         assert_eq!(def.payload_fields["section"], FieldType::Keyword);

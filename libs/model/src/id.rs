@@ -95,7 +95,10 @@ mod tests {
         assert_eq!(PointId::parse("42", IdType::U64), Ok(PointId::Num(42)));
         assert!(PointId::parse("-1", IdType::U64).is_err());
         assert!(PointId::parse("x", IdType::U64).is_err());
-        assert_eq!(PointId::parse("x", IdType::String), Ok(PointId::Str("x".into())));
+        assert_eq!(
+            PointId::parse("x", IdType::String),
+            Ok(PointId::Str("x".into()))
+        );
         assert!(PointId::parse("", IdType::String).is_err());
         assert!(PointId::Num(1).check(IdType::String).is_err());
         assert!(PointId::Str("a".into()).check(IdType::String).is_ok());

@@ -70,7 +70,9 @@ impl FromStr for Metric {
             "cosine" | "cos" => Ok(Metric::Cosine),
             "dot" | "ip" | "inner_product" => Ok(Metric::Dot),
             "l2" | "euclid" | "euclidean" => Ok(Metric::L2),
-            other => Err(format!("unknown metric {other:?} (expected cosine, dot or l2)")),
+            other => Err(format!(
+                "unknown metric {other:?} (expected cosine, dot or l2)"
+            )),
         }
     }
 }

@@ -109,7 +109,14 @@ impl Growing {
     }
 
     /// Inserts or replaces the point `id`.
-    pub fn upsert(&mut self, id: PointId, vector: &[f32], payload_json: &[u8], partition: u32, offset: i64) {
+    pub fn upsert(
+        &mut self,
+        id: PointId,
+        vector: &[f32],
+        payload_json: &[u8],
+        partition: u32,
+        offset: i64,
+    ) {
         debug_assert_eq!(vector.len(), self.dim);
         self.kill_current(&id);
         let row = self.ids.len() as u32;
@@ -186,7 +193,9 @@ impl Growing {
 
     /// Live rows in row order: the order a sealed segment stores them in.
     pub fn live_row_refs(&self) -> impl Iterator<Item = RowRef<'_>> {
-        (0..self.ids.len() as u32).filter(|&r| self.live[r as usize]).map(|r| self.row(r))
+        (0..self.ids.len() as u32)
+            .filter(|&r| self.live[r as usize])
+            .map(|r| self.row(r))
     }
 
     /// Writes the live rows as a segment file; returns its size in bytes.
@@ -201,7 +210,8 @@ impl Growing {
     /// Drops every row and touch whose offset is below its partition's
     /// cut-off: those events are now covered by sealed segments.
     pub fn prune_below(&mut self, cutoffs: &BTreeMap<u32, i64>) {
-        let keep = |partition: u32, offset: i64| cutoffs.get(&partition).is_none_or(|&c| offset >= c);
+        let keep =
+            |partition: u32, offset: i64| cutoffs.get(&partition).is_none_or(|&c| offset >= c);
         if self.touched.values().all(|t| keep(t.partition, t.offset)) {
             return;
         }
@@ -209,7 +219,13 @@ impl Growing {
         for r in 0..self.ids.len() as u32 {
             let row = self.row(r);
             if self.live[r as usize] && keep(row.partition, row.offset) {
-                next.upsert(row.id.clone(), row.vector, row.payload_json, row.partition, row.offset);
+                next.upsert(
+                    row.id.clone(),
+                    row.vector,
+                    row.payload_json,
+                    row.partition,
+                    row.offset,
+                );
             }
         }
         for (id, t) in &self.touched {
@@ -273,7 +289,13 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp dir");
         let path = dir.path().join("s.seg");
         let mut g = Growing::new(3, Metric::Cosine, IdType::String);
-        g.upsert(PointId::Str("a".into()), &[1.0, 0.0, 0.0], br#"{"x":1}"#, 2, 7);
+        g.upsert(
+            PointId::Str("a".into()),
+            &[1.0, 0.0, 0.0],
+            br#"{"x":1}"#,
+            2,
+            7,
+        );
         g.upsert(PointId::Str("b".into()), &[0.0, 1.0, 0.0], b"", 2, 8);
         g.upsert(PointId::Str("c".into()), &[0.0, 0.0, 1.0], b"", 0, 3);
         g.delete(PointId::Str("b".into()), 2, 9);

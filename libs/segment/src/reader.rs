@@ -63,11 +63,15 @@ impl Segment {
         let stored_crc = le_u32(footer, 0);
         let actual_crc = crc32fast::hash(&b[..b.len() - FOOTER_LEN]);
         if stored_crc != actual_crc {
-            return Err(bad(format!("checksum mismatch: stored {stored_crc:08x}, computed {actual_crc:08x}")));
+            return Err(bad(format!(
+                "checksum mismatch: stored {stored_crc:08x}, computed {actual_crc:08x}"
+            )));
         }
         let dim = le_u32(b, 16) as usize;
-        let metric = format::metric_from_code(b[20]).ok_or_else(|| bad(format!("unknown metric code {}", b[20])))?;
-        let id_type = format::id_type_from_code(b[21]).ok_or_else(|| bad(format!("unknown id type code {}", b[21])))?;
+        let metric = format::metric_from_code(b[20])
+            .ok_or_else(|| bad(format!("unknown metric code {}", b[20])))?;
+        let id_type = format::id_type_from_code(b[21])
+            .ok_or_else(|| bad(format!("unknown id type code {}", b[21])))?;
         let rows = usize::try_from(le_u64(b, 24)).map_err(|_| bad("row count overflows".into()))?;
         let n_sections = le_u32(b, 32) as usize;
         let body_end = b.len() - FOOTER_LEN;
@@ -80,8 +84,12 @@ impl Segment {
             let kind = le_u32(b, at);
             let offset = usize::try_from(le_u64(b, at + 8)).unwrap_or(usize::MAX);
             let len = usize::try_from(le_u64(b, at + 16)).unwrap_or(usize::MAX);
-            if offset % format::ALIGN != 0 || offset.checked_add(len).is_none_or(|end| end > body_end) {
-                return Err(bad(format!("section {kind} at {offset}+{len} is out of bounds")));
+            if offset % format::ALIGN != 0
+                || offset.checked_add(len).is_none_or(|end| end > body_end)
+            {
+                return Err(bad(format!(
+                    "section {kind} at {offset}+{len} is out of bounds"
+                )));
             }
             sections.insert(kind, (offset, len));
         }
@@ -122,7 +130,11 @@ impl Segment {
             if bytes.len() != elem * count {
                 return Err(Error::corrupt(
                     &self.path,
-                    format!("section {kind:?} holds {} bytes, expected {}", bytes.len(), elem * count),
+                    format!(
+                        "section {kind:?} holds {} bytes, expected {}",
+                        bytes.len(),
+                        elem * count
+                    ),
                 ));
             }
             Ok(())
@@ -139,7 +151,10 @@ impl Segment {
             let mut prev = 0u64;
             for &o in offsets {
                 if o < prev || o as usize > data_len {
-                    return Err(Error::corrupt(&self.path, format!("{what} offsets are not monotonic")));
+                    return Err(Error::corrupt(
+                        &self.path,
+                        format!("{what} offsets are not monotonic"),
+                    ));
                 }
                 prev = o;
             }
@@ -164,9 +179,9 @@ impl Segment {
         let ids = self.ids();
         let mut index = HashMap::with_capacity(self.rows);
         for row in 0..self.rows {
-            let id = ids
-                .get(row)
-                .ok_or_else(|| Error::corrupt(&self.path, format!("id of row {row} is not valid UTF-8")))?;
+            let id = ids.get(row).ok_or_else(|| {
+                Error::corrupt(&self.path, format!("id of row {row} is not valid UTF-8"))
+            })?;
             // A later row of the same id (an upsert within one seal) wins.
             index.insert(id, row as u32);
         }
@@ -259,7 +274,10 @@ impl Segment {
     /// The JSON payload object of `row` (empty bytes for no payload).
     pub fn payload_json(&self, row: u32) -> &[u8] {
         let offsets = self.typed::<u64>(Section::PayloadOffsets);
-        let (start, end) = (offsets[row as usize] as usize, offsets[row as usize + 1] as usize);
+        let (start, end) = (
+            offsets[row as usize] as usize,
+            offsets[row as usize + 1] as usize,
+        );
         &self.section(Section::PayloadBytes)[start..end]
     }
 }

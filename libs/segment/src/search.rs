@@ -19,7 +19,9 @@ impl Eq for Neighbor {}
 
 impl Ord for Neighbor {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.key.total_cmp(&other.key).then(self.row.cmp(&other.row))
+        self.key
+            .total_cmp(&other.key)
+            .then(self.row.cmp(&other.row))
     }
 }
 
@@ -178,7 +180,9 @@ mod tests {
     #[test]
     fn exact_scan_matches_brute_force_and_respects_accept() {
         let dim = 5;
-        let vectors: Vec<f32> = (0..200 * dim).map(|i| ((i * 37 % 101) as f32) / 50.0 - 1.0).collect();
+        let vectors: Vec<f32> = (0..200 * dim)
+            .map(|i| ((i * 37 % 101) as f32) / 50.0 - 1.0)
+            .collect();
         let query: Vec<f32> = (0..dim).map(|i| i as f32 / 3.0).collect();
         for metric in [Metric::Dot, Metric::L2] {
             let got = exact_scan(&vectors, dim, metric, &query, 7, &|row| row % 2 == 0);
@@ -195,7 +199,10 @@ mod tests {
             want.truncate(7);
             assert_eq!(got.len(), 7);
             for (g, w) in got.iter().zip(&want) {
-                assert!((g.key - w.key).abs() <= 1e-4 * w.key.abs().max(1.0), "{g:?} vs {w:?}");
+                assert!(
+                    (g.key - w.key).abs() <= 1e-4 * w.key.abs().max(1.0),
+                    "{g:?} vs {w:?}"
+                );
             }
         }
     }

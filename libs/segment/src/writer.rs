@@ -8,7 +8,9 @@ use std::path::Path;
 use eddy_model::{IdType, Metric, PointId};
 use serde::{Deserialize, Serialize};
 
-use crate::format::{self, Section, ALIGN, FOOTER_LEN, FOOTER_MAGIC, HEADER_LEN, MAGIC, TABLE_ENTRY_LEN};
+use crate::format::{
+    self, Section, ALIGN, FOOTER_LEN, FOOTER_MAGIC, HEADER_LEN, MAGIC, TABLE_ENTRY_LEN,
+};
 use crate::{Error, Result, RowRef};
 
 /// Metadata stored in a segment's `Meta` section.
@@ -101,17 +103,24 @@ impl SegmentWriter {
             .map_or(0, |d| d.as_millis() as u64);
         let meta_json = serde_json::to_vec(&self.meta)
             .map_err(|e| Error::InvalidRow(format!("segment meta: {e}")))?;
-        let mut sections: Vec<(Section, &[u8])> = vec![(Section::Vectors, bytemuck::cast_slice(&self.vectors))];
+        let mut sections: Vec<(Section, &[u8])> =
+            vec![(Section::Vectors, bytemuck::cast_slice(&self.vectors))];
         match self.id_type {
             IdType::U64 => sections.push((Section::IdsU64, bytemuck::cast_slice(&self.ids_u64))),
             IdType::String => {
-                sections.push((Section::IdsStrOffsets, bytemuck::cast_slice(&self.ids_str_offsets)));
+                sections.push((
+                    Section::IdsStrOffsets,
+                    bytemuck::cast_slice(&self.ids_str_offsets),
+                ));
                 sections.push((Section::IdsStrBytes, &self.ids_str_bytes));
             }
         }
         sections.push((Section::Partitions, bytemuck::cast_slice(&self.partitions)));
         sections.push((Section::Offsets, bytemuck::cast_slice(&self.offsets)));
-        sections.push((Section::PayloadOffsets, bytemuck::cast_slice(&self.payload_offsets)));
+        sections.push((
+            Section::PayloadOffsets,
+            bytemuck::cast_slice(&self.payload_offsets),
+        ));
         sections.push((Section::PayloadBytes, &self.payload_bytes));
         sections.push((Section::Meta, &meta_json));
 
@@ -164,7 +173,9 @@ impl SegmentWriter {
         drop(file);
         fs::rename(&tmp, path).map_err(Error::io(path))?;
         if let Some(dir) = path.parent() {
-            File::open(dir).and_then(|d| d.sync_all()).map_err(Error::io(dir))?;
+            File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(Error::io(dir))?;
         }
         Ok(size)
     }

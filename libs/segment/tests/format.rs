@@ -13,10 +13,22 @@ fn golden(version: u32) -> PathBuf {
 /// The golden segment: 4 rows of dim 3, u64 ids, one replaced id.
 fn golden_rows() -> Growing {
     let mut g = Growing::new(3, Metric::L2, IdType::U64);
-    g.upsert(PointId::Num(10), &[1.0, 2.0, 3.0], br#"{"name":"ten"}"#, 0, 100);
+    g.upsert(
+        PointId::Num(10),
+        &[1.0, 2.0, 3.0],
+        br#"{"name":"ten"}"#,
+        0,
+        100,
+    );
     g.upsert(PointId::Num(11), &[-1.0, 0.5, 0.0], b"", 1, 200);
     g.upsert(PointId::Num(12), &[0.0, 0.0, 0.0], br#"{"n":12}"#, 0, 101);
-    g.upsert(PointId::Num(10), &[3.0, 2.0, 1.0], br#"{"name":"ten-v2"}"#, 0, 102);
+    g.upsert(
+        PointId::Num(10),
+        &[3.0, 2.0, 1.0],
+        br#"{"name":"ten-v2"}"#,
+        0,
+        102,
+    );
     g
 }
 
@@ -28,7 +40,10 @@ fn golden_file_of_the_current_format_reopens() {
         golden_rows().write_segment(&path).expect("write golden");
     }
     let seg = Segment::open(&path).expect("golden segment opens");
-    assert_eq!((seg.rows(), seg.dim(), seg.metric(), seg.id_type()), (3, 3, Metric::L2, IdType::U64));
+    assert_eq!(
+        (seg.rows(), seg.dim(), seg.metric(), seg.id_type()),
+        (3, 3, Metric::L2, IdType::U64)
+    );
     assert_eq!(seg.id(2), Some(PointId::Num(10)));
     assert_eq!(seg.vector(2), &[3.0, 2.0, 1.0]);
     assert_eq!(seg.payload_json(2), br#"{"name":"ten-v2"}"#);
@@ -54,16 +69,25 @@ fn damage_and_unknown_versions_are_clear_errors() {
 
     let truncated = dir.path().join("truncated.seg");
     std::fs::write(&truncated, &bytes[..bytes.len() - 5]).expect("write");
-    assert!(matches!(Segment::open(&truncated), Err(Error::Corrupt { .. })));
+    assert!(matches!(
+        Segment::open(&truncated),
+        Err(Error::Corrupt { .. })
+    ));
 
     let future = dir.path().join("future.seg");
     let mut b = bytes.clone();
     b[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
     std::fs::write(&future, &b).expect("write");
     let err = Segment::open(&future).expect_err("unsupported");
-    assert!(matches!(err, Error::UnsupportedVersion { found, .. } if found == FORMAT_VERSION + 1), "{err}");
+    assert!(
+        matches!(err, Error::UnsupportedVersion { found, .. } if found == FORMAT_VERSION + 1),
+        "{err}"
+    );
 
     let not_a_segment = dir.path().join("text.seg");
     std::fs::write(&not_a_segment, b"hello").expect("write");
-    assert!(matches!(Segment::open(&not_a_segment), Err(Error::Corrupt { .. })));
+    assert!(matches!(
+        Segment::open(&not_a_segment),
+        Err(Error::Corrupt { .. })
+    ));
 }

@@ -63,8 +63,11 @@ pub fn apply_config_file(args: &[String]) -> anyhow::Result<()> {
     let Some(path) = from_args.or_else(|| std::env::var("EDDY_CONFIG").ok()) else {
         return Ok(());
     };
-    let text = std::fs::read_to_string(&path).with_context(|| format!("reading config file {path}"))?;
-    for (key, value) in env_from_toml(&text).with_context(|| format!("parsing config file {path}"))? {
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading config file {path}"))?;
+    for (key, value) in
+        env_from_toml(&text).with_context(|| format!("parsing config file {path}"))?
+    {
         if std::env::var_os(&key).is_none() {
             std::env::set_var(key, value);
         }
@@ -85,7 +88,10 @@ pub fn env_from_toml(text: &str) -> anyhow::Result<Vec<(String, String)>> {
         let text = match value {
             toml::Value::String(s) => s,
             toml::Value::Table(t) if key == "kafka" => {
-                let pairs: Vec<String> = t.iter().map(|(k, v)| format!("{k}={}", scalar(v))).collect();
+                let pairs: Vec<String> = t
+                    .iter()
+                    .map(|(k, v)| format!("{k}={}", scalar(v)))
+                    .collect();
                 out.push(("EDDY_KAFKA_PROPERTIES".to_owned(), pairs.join(";")));
                 continue;
             }
@@ -108,7 +114,9 @@ fn scalar(v: &toml::Value) -> String {
 pub fn init_tracing(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     let _ = if format == "json" {
         builder.json().try_init()
     } else {
@@ -125,29 +133,6 @@ pub fn runtime(worker_threads: usize) -> anyhow::Result<tokio::runtime::Runtime>
         .enable_all()
         .build()
         .context("building the tokio runtime")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn toml_maps_to_env() {
-        let env = env_from_toml(
-            r#"
-store = "/data"
-seal-rows = 1000
-collections = ["name=a,dim=3", "name=b,dim=4"]
-[kafka]
-"security.protocol" = "SSL"
-"#,
-        )
-        .expect("valid toml");
-        assert!(env.contains(&("EDDY_STORE".into(), "/data".into())));
-        assert!(env.contains(&("EDDY_SEAL_ROWS".into(), "1000".into())));
-        assert!(env.contains(&("EDDY_COLLECTIONS".into(), "name=a,dim=3;name=b,dim=4".into())));
-        assert!(env.contains(&("EDDY_KAFKA_PROPERTIES".into(), "security.protocol=SSL".into())));
-    }
 }
 
 /// Resolves on Ctrl-C or SIGTERM.
@@ -172,5 +157,34 @@ pub async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => {}
         () = term => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_maps_to_env() {
+        let env = env_from_toml(
+            r#"
+store = "/data"
+seal-rows = 1000
+collections = ["name=a,dim=3", "name=b,dim=4"]
+[kafka]
+"security.protocol" = "SSL"
+"#,
+        )
+        .expect("valid toml");
+        assert!(env.contains(&("EDDY_STORE".into(), "/data".into())));
+        assert!(env.contains(&("EDDY_SEAL_ROWS".into(), "1000".into())));
+        assert!(env.contains(&(
+            "EDDY_COLLECTIONS".into(),
+            "name=a,dim=3;name=b,dim=4".into()
+        )));
+        assert!(env.contains(&(
+            "EDDY_KAFKA_PROPERTIES".into(),
+            "security.protocol=SSL".into()
+        )));
     }
 }

@@ -42,7 +42,9 @@ impl IngestContext {
         let mut tpl = TopicPartitionList::new();
         for (p, off) in &outcome.committed {
             if *off > 0 {
-                if let Err(e) = tpl.add_partition_offset(&self.topic, *p as i32, Offset::Offset(*off)) {
+                if let Err(e) =
+                    tpl.add_partition_offset(&self.topic, *p as i32, Offset::Offset(*off))
+                {
                     warn!(error = %e, "building the offset commit");
                 }
             }
@@ -58,24 +60,47 @@ impl IngestContext {
 }
 
 impl ConsumerContext for IngestContext {
-    fn rebalance(&self, consumer: &BaseConsumer<Self>, err: RDKafkaRespErr, tpl: &mut TopicPartitionList) {
-        let partitions: Vec<u32> = tpl.elements().iter().map(|e| e.partition() as u32).collect();
-        let cooperative = matches!(consumer.rebalance_protocol(), RebalanceProtocol::Cooperative);
+    fn rebalance(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        err: RDKafkaRespErr,
+        tpl: &mut TopicPartitionList,
+    ) {
+        let partitions: Vec<u32> = tpl
+            .elements()
+            .iter()
+            .map(|e| e.partition() as u32)
+            .collect();
+        let cooperative = matches!(
+            consumer.rebalance_protocol(),
+            RebalanceProtocol::Cooperative
+        );
         match err {
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
                 let mut state = self.state.lock();
                 match state.assign(&partitions) {
                     Ok(starts) => {
                         for (p, start) in &starts {
-                            let offset = if *start > 0 { Offset::Offset(*start) } else { Offset::Beginning };
-                            if let Err(e) = tpl.set_partition_offset(&self.topic, *p as i32, offset) {
+                            let offset = if *start > 0 {
+                                Offset::Offset(*start)
+                            } else {
+                                Offset::Beginning
+                            };
+                            if let Err(e) = tpl.set_partition_offset(&self.topic, *p as i32, offset)
+                            {
                                 warn!(error = %e, "setting the start offset");
                             }
                             if *start > 0 {
-                                match consumer.fetch_watermarks(&self.topic, *p as i32, Duration::from_secs(5)) {
+                                match consumer.fetch_watermarks(
+                                    &self.topic,
+                                    *p as i32,
+                                    Duration::from_secs(5),
+                                ) {
                                     Ok((low, _)) if low > *start => state.stall(*p, low),
                                     Ok(_) => {}
-                                    Err(e) => warn!(partition = p, error = %e, "fetching watermarks"),
+                                    Err(e) => {
+                                        warn!(partition = p, error = %e, "fetching watermarks")
+                                    }
                                 }
                             }
                         }
@@ -136,7 +161,9 @@ pub(crate) fn run_worker(
         .set("auto.offset.reset", "earliest")
         .set("enable.partition.eof", "false")
         .set("session.timeout.ms", "10000")
-        .set("heartbeat.interval.ms", "1000");
+        .set("heartbeat.interval.ms", "1000")
+        .set("max.poll.interval.ms", "60000")
+        .set("group.instance.id", config.instance_id());
     for (k, v) in &config.common.kafka_properties {
         client.set(k, v);
     }
@@ -165,7 +192,9 @@ pub(crate) fn run_worker(
                     value: msg.payload(),
                     content_type,
                 };
-                ctx.state.lock().apply(msg.partition() as u32, msg.offset(), event);
+                ctx.state
+                    .lock()
+                    .apply(msg.partition() as u32, msg.offset(), event);
             }
             Some(Err(e)) => warn!(collection = %name, error = %e, "kafka consumer error"),
             None => {}
@@ -199,10 +228,17 @@ pub(crate) fn run_worker(
     Ok(())
 }
 
-fn update_lag(consumer: &BaseConsumer<IngestContext>, topic: &str, name: &str, metrics: &IngestMetrics) {
+fn update_lag(
+    consumer: &BaseConsumer<IngestContext>,
+    topic: &str,
+    name: &str,
+    metrics: &IngestMetrics,
+) {
     let owned = consumer.context().state.lock().owned_offsets();
     for (p, next) in owned {
-        if let Ok((_, high)) = consumer.fetch_watermarks(topic, p as i32, Duration::from_millis(500)) {
+        if let Ok((_, high)) =
+            consumer.fetch_watermarks(topic, p as i32, Duration::from_millis(500))
+        {
             metrics
                 .lag
                 .with_label_values(&[name, &p.to_string()])

@@ -35,5 +35,11 @@ async fn metrics(State(registry): State<Registry>) -> impl IntoResponse {
     if let Err(e) = TextEncoder::new().encode(&families, &mut out) {
         tracing::warn!(error = %e, "encoding metrics");
     }
-    ([(header::CONTENT_TYPE, TextEncoder::new().format_type().to_owned())], out)
+    (
+        [(
+            header::CONTENT_TYPE,
+            TextEncoder::new().format_type().to_owned(),
+        )],
+        out,
+    )
 }

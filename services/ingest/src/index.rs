@@ -80,5 +80,4 @@ impl LiveIndex {
             .map(|&s| self.deleted[s as usize].clone())
             .unwrap_or_default()
     }
-
 }

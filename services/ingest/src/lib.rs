@@ -49,7 +49,11 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// eddy-ingest settings.
 #[derive(Debug, Clone, clap::Parser)]
-#[command(name = "eddy-ingest", version, about = "Kafka topic -> sealed segments -> manifests")]
+#[command(
+    name = "eddy-ingest",
+    version,
+    about = "Kafka topic -> sealed segments -> manifests"
+)]
 pub struct IngestConfig {
     /// Shared settings.
     #[command(flatten)]
@@ -72,12 +76,23 @@ pub struct IngestConfig {
     pub seal_age_ms: u64,
 
     /// Address of the /metrics and /healthz endpoint.
-    #[arg(long, env = "EDDY_INGEST_METRICS_ADDR", default_value = "127.0.0.1:9101")]
+    #[arg(
+        long,
+        env = "EDDY_INGEST_METRICS_ADDR",
+        default_value = "127.0.0.1:9101"
+    )]
     pub metrics_addr: SocketAddr,
 
     /// Consumer group id prefix; the group of a collection is `<prefix>.<name>`.
     #[arg(long, env = "EDDY_GROUP_PREFIX", default_value = "eddy-ingest")]
     pub group_prefix: String,
+
+    /// Static consumer-group member id of this process (`group.instance.id`):
+    /// a restarted process with the same id takes its partitions back at once
+    /// instead of waiting for the group to expire its old member. Must be
+    /// unique per process; defaults to `eddy-ingest-<hostname>`.
+    #[arg(long, env = "EDDY_INSTANCE_ID")]
+    pub instance_id: Option<String>,
 
     /// How often to look for new collections in the store (ms).
     #[arg(long, env = "EDDY_COLLECTION_POLL_MS", default_value_t = 1_000)]
@@ -96,6 +111,22 @@ pub struct SealPolicy {
 }
 
 impl IngestConfig {
+    /// The static group member id: `--instance-id`, else from the host name.
+    pub fn instance_id(&self) -> String {
+        self.instance_id.clone().unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .or_else(|| std::env::var("HOSTNAME").ok())
+                .unwrap_or_default();
+            let host = host.trim();
+            if host.is_empty() {
+                "eddy-ingest".to_owned()
+            } else {
+                format!("eddy-ingest-{host}")
+            }
+        })
+    }
+
     /// The seal limits.
     pub fn seal_policy(&self) -> SealPolicy {
         SealPolicy {
@@ -164,7 +195,12 @@ pub async fn start(config: IngestConfig) -> Result<Ingest> {
 
 /// Keeps one worker thread per collection, restarting failed ones after a
 /// back-off (they resume from the manifest), until `stop` is set.
-async fn supervise(config: IngestConfig, store: Store, metrics: IngestMetrics, stop: Arc<AtomicBool>) {
+async fn supervise(
+    config: IngestConfig,
+    store: Store,
+    metrics: IngestMetrics,
+    stop: Arc<AtomicBool>,
+) {
     let config = Arc::new(config);
     let mut workers: HashMap<String, tokio::task::JoinHandle<Result<()>>> = HashMap::new();
     let poll = Duration::from_millis(config.collection_poll_ms.max(50));
@@ -184,15 +220,22 @@ async fn supervise(config: IngestConfig, store: Store, metrics: IngestMetrics, s
             if let Some(handle) = workers.remove(&def.name) {
                 match handle.await {
                     Ok(Ok(())) => {}
-                    Ok(Err(e)) => error!(collection = %def.name, error = %e, "worker failed; restarting"),
-                    Err(e) => error!(collection = %def.name, error = %e, "worker panicked; restarting"),
+                    Ok(Err(e)) => {
+                        error!(collection = %def.name, error = %e, "worker failed; restarting")
+                    }
+                    Err(e) => {
+                        error!(collection = %def.name, error = %e, "worker panicked; restarting")
+                    }
                 }
             }
-            let (config, store, metrics, stop) = (config.clone(), store.clone(), metrics.clone(), stop.clone());
+            let (config, store, metrics, stop) =
+                (config.clone(), store.clone(), metrics.clone(), stop.clone());
             let name = def.name.clone();
             workers.insert(
                 name,
-                tokio::task::spawn_blocking(move || consumer::run_worker(def, store, &config, metrics, stop)),
+                tokio::task::spawn_blocking(move || {
+                    consumer::run_worker(def, store, &config, metrics, stop)
+                }),
             );
         }
         tokio::time::sleep(poll).await;

@@ -34,11 +34,12 @@ pub struct IngestMetrics {
 impl IngestMetrics {
     /// Registers every ingest metric in `registry`.
     pub fn new(registry: &Registry) -> prometheus::Result<Self> {
-        let counter = |name: &str, help: &str, labels: &[&str]| -> prometheus::Result<IntCounterVec> {
-            let c = IntCounterVec::new(Opts::new(name, help), labels)?;
-            registry.register(Box::new(c.clone()))?;
-            Ok(c)
-        };
+        let counter =
+            |name: &str, help: &str, labels: &[&str]| -> prometheus::Result<IntCounterVec> {
+                let c = IntCounterVec::new(Opts::new(name, help), labels)?;
+                registry.register(Box::new(c.clone()))?;
+                Ok(c)
+            };
         let gauge = |name: &str, help: &str, labels: &[&str]| -> prometheus::Result<IntGaugeVec> {
             let g = IntGaugeVec::new(Opts::new(name, help), labels)?;
             registry.register(Box::new(g.clone()))?;
@@ -73,14 +74,26 @@ impl IngestMetrics {
                 "First offset not covered by the newest manifest",
                 &["collection", "partition"],
             )?,
-            growing_rows: gauge("eddy_ingest_growing_rows", "Rows in the growing buffer", &["collection"])?,
-            segments: gauge("eddy_ingest_segments", "Live segments in the newest manifest", &["collection"])?,
+            growing_rows: gauge(
+                "eddy_ingest_growing_rows",
+                "Rows in the growing buffer",
+                &["collection"],
+            )?,
+            segments: gauge(
+                "eddy_ingest_segments",
+                "Live segments in the newest manifest",
+                &["collection"],
+            )?,
             manifest_version: gauge(
                 "eddy_ingest_manifest_version",
                 "Newest manifest version published",
                 &["collection"],
             )?,
-            seals: counter("eddy_ingest_seals_total", "Seals published", &["collection"])?,
+            seals: counter(
+                "eddy_ingest_seals_total",
+                "Seals published",
+                &["collection"],
+            )?,
             cas_conflicts: counter(
                 "eddy_ingest_manifest_conflicts_total",
                 "Manifest compare-and-swap conflicts",

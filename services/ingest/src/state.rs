@@ -53,7 +53,12 @@ pub struct CollectionState {
 
 impl CollectionState {
     /// State for `def`, synced to the newest manifest in `store`.
-    pub fn new(def: CollectionDef, store: Store, policy: SealPolicy, metrics: IngestMetrics) -> Result<Self> {
+    pub fn new(
+        def: CollectionDef,
+        store: Store,
+        policy: SealPolicy,
+        metrics: IngestMetrics,
+    ) -> Result<Self> {
         let manifest = store.latest_manifest(&def.name)?;
         let mut index = LiveIndex::default();
         index.sync(&store, &manifest)?;
@@ -81,6 +86,9 @@ impl CollectionState {
     /// Takes partitions over: bumps their owner epochs in a new manifest
     /// (fencing any previous owner) and returns the offset to start each at.
     pub fn assign(&mut self, partitions: &[u32]) -> Result<BTreeMap<u32, i64>> {
+        if partitions.is_empty() {
+            return Ok(BTreeMap::new());
+        }
         loop {
             let latest = self.store.latest_manifest(&self.def.name)?;
             let mut next = latest.successor();
@@ -109,7 +117,10 @@ impl CollectionState {
                     return Ok(starts);
                 }
                 Err(eddy_manifest::Error::Conflict { .. }) => {
-                    self.metrics.cas_conflicts.with_label_values(&[&self.def.name]).inc();
+                    self.metrics
+                        .cas_conflicts
+                        .with_label_values(&[&self.def.name])
+                        .inc();
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -138,7 +149,10 @@ impl CollectionState {
             );
         }
         let stalled = self.owned.values().filter(|o| o.stalled).count() as i64;
-        self.metrics.stalled_partitions.with_label_values(&[&self.def.name]).set(stalled);
+        self.metrics
+            .stalled_partitions
+            .with_label_values(&[&self.def.name])
+            .set(stalled);
     }
 
     /// Partitions owned now, with the next offset each expects.
@@ -156,7 +170,10 @@ impl CollectionState {
             return;
         };
         if owned.stalled || offset < owned.next {
-            self.metrics.events.with_label_values(&[&name, "duplicate"]).inc();
+            self.metrics
+                .events
+                .with_label_values(&[&name, "duplicate"])
+                .inc();
             return;
         }
         owned.next = offset + 1;
@@ -168,12 +185,19 @@ impl CollectionState {
                 } else {
                     serde_json::to_vec(&point.payload).unwrap_or_default()
                 };
-                self.buffer.upsert(point.id, &point.vector, &payload, partition, offset);
-                self.metrics.events.with_label_values(&[&name, "upsert"]).inc();
+                self.buffer
+                    .upsert(point.id, &point.vector, &payload, partition, offset);
+                self.metrics
+                    .events
+                    .with_label_values(&[&name, "upsert"])
+                    .inc();
             }
             Ok(Event::Delete(id)) => {
                 self.buffer.delete(id, partition, offset);
-                self.metrics.events.with_label_values(&[&name, "delete"]).inc();
+                self.metrics
+                    .events
+                    .with_label_values(&[&name, "delete"])
+                    .inc();
             }
             Err(rejection) => {
                 warn!(collection = %name, partition, offset, reason = rejection.reason.as_str(), detail = %rejection.detail, "event rejected");
@@ -187,7 +211,10 @@ impl CollectionState {
     }
 
     fn reject(&self, reason: Reason) {
-        self.metrics.events.with_label_values(&[&self.def.name, "rejected"]).inc();
+        self.metrics
+            .events
+            .with_label_values(&[&self.def.name, "rejected"])
+            .inc();
         self.metrics
             .rejected
             .with_label_values(&[&self.def.name, reason.as_str()])
@@ -224,11 +251,16 @@ impl CollectionState {
         let started = Instant::now();
         let new_segment = if self.buffer.live_rows() > 0 {
             let (id, path) = self.store.new_segment(&self.def.name);
-            let bytes = self.buffer.write_segment(&path).map_err(eddy_manifest::Error::from)?;
+            let bytes = self
+                .buffer
+                .write_segment(&path)
+                .map_err(eddy_manifest::Error::from)?;
             let partitions: Vec<u32> = self.buffer.live_row_refs().map(|r| r.partition).collect();
             let mut offset_ranges: BTreeMap<u32, (i64, i64)> = BTreeMap::new();
             for r in self.buffer.live_row_refs() {
-                let e = offset_ranges.entry(r.partition).or_insert((r.offset, r.offset));
+                let e = offset_ranges
+                    .entry(r.partition)
+                    .or_insert((r.offset, r.offset));
                 e.0 = e.0.min(r.offset);
                 e.1 = e.1.max(r.offset);
             }
@@ -241,9 +273,9 @@ impl CollectionState {
             self.index.sync(&self.store, &latest)?;
             let mut next = latest.successor();
             let fenced = |p: u32| {
-                self.owned
-                    .get(&p)
-                    .is_none_or(|o| latest.partitions.get(&p).map_or(0, |s| s.owner_epoch) != o.epoch)
+                self.owned.get(&p).is_none_or(|o| {
+                    latest.partitions.get(&p).map_or(0, |s| s.owner_epoch) != o.epoch
+                })
             };
             // Delete bits on older segments for every id this buffer touched.
             let mut deletes: HashMap<String, RoaringBitmap> = HashMap::new();
@@ -260,7 +292,8 @@ impl CollectionState {
             }
             for entry in &mut next.segments {
                 if let Some(bits) = deletes.get(&entry.id) {
-                    entry.deletes = Some(self.store.write_deletes(&self.def.name, &entry.id, bits)?);
+                    entry.deletes =
+                        Some(self.store.write_deletes(&self.def.name, &entry.id, bits)?);
                     entry.deleted = bits.len();
                 }
             }
@@ -303,7 +336,10 @@ impl CollectionState {
                     break SealOutcome { version, committed };
                 }
                 Err(eddy_manifest::Error::Conflict { .. }) => {
-                    self.metrics.cas_conflicts.with_label_values(&[&self.def.name]).inc();
+                    self.metrics
+                        .cas_conflicts
+                        .with_label_values(&[&self.def.name])
+                        .inc();
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -319,10 +355,19 @@ impl CollectionState {
             self.owned.remove(&p);
         }
         let rows = self.buffer.live_rows();
-        self.buffer = Growing::new(self.def.dimension as usize, self.def.metric, self.def.id_type);
+        self.buffer = Growing::new(
+            self.def.dimension as usize,
+            self.def.metric,
+            self.def.id_type,
+        );
         self.first_event = None;
-        self.metrics.seal_seconds.observe(started.elapsed().as_secs_f64());
-        self.metrics.seals.with_label_values(&[&self.def.name]).inc();
+        self.metrics
+            .seal_seconds
+            .observe(started.elapsed().as_secs_f64());
+        self.metrics
+            .seals
+            .with_label_values(&[&self.def.name])
+            .inc();
         self.publish_gauges();
         info!(
             collection = %self.def.name,
@@ -337,8 +382,14 @@ impl CollectionState {
 
     fn publish_gauges(&self) {
         let name = &self.def.name;
-        self.metrics.growing_rows.with_label_values(&[name]).set(self.buffer.live_rows() as i64);
-        self.metrics.segments.with_label_values(&[name]).set(self.manifest.segments.len() as i64);
+        self.metrics
+            .growing_rows
+            .with_label_values(&[name])
+            .set(self.buffer.live_rows() as i64);
+        self.metrics
+            .segments
+            .with_label_values(&[name])
+            .set(self.manifest.segments.len() as i64);
         self.metrics
             .manifest_version
             .with_label_values(&[name])

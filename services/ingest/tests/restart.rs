@@ -22,7 +22,9 @@ const EVENTS: u64 = 2_400;
 const PARTITIONS: u32 = 3;
 
 fn vector(id: u64, version: u64) -> Vec<f32> {
-    (0..DIM).map(|d| (id * 31 + version * 7 + d as u64) as f32 / 1000.0).collect()
+    (0..DIM)
+        .map(|d| (id * 31 + version * 7 + d as u64) as f32 / 1000.0)
+        .collect()
 }
 
 fn spawn_ingest(store: &std::path::Path, brokers: &str, log: &std::path::Path) -> Child {
@@ -36,7 +38,13 @@ fn spawn_ingest(store: &std::path::Path, brokers: &str, log: &std::path::Path) -
         .args(["--brokers", brokers])
         .args(["--collection", &format!("name=crash,dim={DIM},metric=l2")])
         .args(["--seal-rows", "97", "--seal-age-ms", "150"])
-        .args(["--metrics-addr", "127.0.0.1:0", "--collection-poll-ms", "100"])
+        .args([
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--collection-poll-ms",
+            "100",
+        ])
+        .env("RUST_LOG", "info,librdkafka=warn,rdkafka=warn")
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
@@ -98,14 +106,18 @@ async fn sigkill_mid_stream_loses_and_doubles_nothing() {
     for n in 0..EVENTS {
         let id = n % IDS;
         let version = n / IDS;
-        let delete = version > 0 && id % 5 == 0;
+        let delete = version > 0 && id.is_multiple_of(5);
         let key = id.to_string();
-        let value = json!({"id": id, "vector": vector(id, version), "payload": {"v": version}}).to_string();
+        let value =
+            json!({"id": id, "vector": vector(id, version), "payload": {"v": version}}).to_string();
         let mut record: FutureRecord<'_, str, str> = FutureRecord::to("crash").key(&key);
         if !delete {
             record = record.payload(&value);
         }
-        producer.send(record, Duration::from_secs(10)).await.expect("delivered");
+        producer
+            .send(record, Duration::from_secs(10))
+            .await
+            .expect("delivered");
         expected.insert(id, (!delete).then_some(version));
         if n == EVENTS / 3 || n == 2 * EVENTS / 3 {
             // SIGKILL: no chance to seal or commit.
@@ -120,14 +132,20 @@ async fn sigkill_mid_stream_loses_and_doubles_nothing() {
     }
     let store = Store::open(&store_dir).expect("store");
     let (s, b, l) = (store.clone(), brokers.clone(), log.clone());
-    tokio::task::spawn_blocking(move || wait_covered(&s, &b, &l)).await.expect("join");
+    tokio::task::spawn_blocking(move || wait_covered(&s, &b, &l))
+        .await
+        .expect("join");
     ingest.kill().expect("kill");
     ingest.wait().expect("reaped");
 
     // fsck over the stored segments: every live id exactly once.
     let (report, counts) = fsck(&store, "crash").expect("fsck");
     assert!(report.is_clean(), "fsck: {report:?}");
-    let live: Vec<u64> = expected.iter().filter(|(_, v)| v.is_some()).map(|(id, _)| *id).collect();
+    let live: Vec<u64> = expected
+        .iter()
+        .filter(|(_, v)| v.is_some())
+        .map(|(id, _)| *id)
+        .collect();
     assert_eq!(report.live_rows, live.len() as u64, "live rows");
     for id in &live {
         assert_eq!(counts.get(&PointId::Num(*id)), Some(&1), "id {id}");
@@ -163,7 +181,11 @@ async fn sigkill_mid_stream_loses_and_doubles_nothing() {
         if r["count"] == json!(live.len()) {
             break;
         }
-        assert!(Instant::now() < deadline, "count {r}, expected {}", live.len());
+        assert!(
+            Instant::now() < deadline,
+            "count {r}, expected {}",
+            live.len()
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     for (id, version) in expected.iter().step_by(7) {

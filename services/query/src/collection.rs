@@ -37,13 +37,19 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// Loads `manifest`, reusing segments and delete bitmaps `previous` has.
-    pub fn load(store: &Store, manifest: &Manifest, previous: &Snapshot) -> eddy_manifest::Result<Snapshot> {
+    pub fn load(
+        store: &Store,
+        manifest: &Manifest,
+        previous: &Snapshot,
+    ) -> eddy_manifest::Result<Snapshot> {
         let mut segments = Vec::with_capacity(manifest.segments.len());
         for entry in &manifest.segments {
             let old = previous.segments.iter().find(|s| s.entry.id == entry.id);
             let segment = match old {
                 Some(s) => s.segment.clone(),
-                None => Arc::new(Segment::open(&store.segment_path(&manifest.collection, &entry.id))?),
+                None => Arc::new(Segment::open(
+                    &store.segment_path(&manifest.collection, &entry.id),
+                )?),
             };
             let deleted = match (old, &entry.deletes) {
                 (Some(s), _) if s.entry.deletes == entry.deletes => s.deleted.clone(),
@@ -56,11 +62,15 @@ impl Snapshot {
                 deleted,
             });
         }
-        segments.sort_by(|a, b| b.entry.rows.cmp(&a.entry.rows));
+        segments.sort_by_key(|s| std::cmp::Reverse(s.entry.rows));
         Ok(Snapshot {
             version: manifest.version,
             segments,
-            cutoffs: manifest.partitions.iter().map(|(p, s)| (*p, s.next_offset)).collect(),
+            cutoffs: manifest
+                .partitions
+                .iter()
+                .map(|(p, s)| (*p, s.next_offset))
+                .collect(),
         })
     }
 
@@ -105,7 +115,8 @@ impl Live {
     /// Whether every `(partition, offset)` in `min` is visible.
     pub fn reflects(&self, min: &BTreeMap<u32, i64>) -> bool {
         let visible = self.visible_offsets();
-        min.iter().all(|(p, off)| visible.get(p).is_some_and(|v| v > off))
+        min.iter()
+            .all(|(p, off)| visible.get(p).is_some_and(|v| v > off))
     }
 
     /// Live rows: sealed rows not masked by the tail, plus the tail's rows.

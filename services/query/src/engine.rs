@@ -104,9 +104,12 @@ impl Engine {
                 continue;
             }
             let collection = Arc::new(Collection::new(def.clone()));
-            self.collections.write().insert(def.name.clone(), collection.clone());
+            self.collections
+                .write()
+                .insert(def.name.clone(), collection.clone());
             info!(collection = %def.name, "serving collection");
-            let (tail_collection, tail_config, metrics) = (collection.clone(), self.tail.clone(), self.metrics.clone());
+            let (tail_collection, tail_config, metrics) =
+                (collection.clone(), self.tail.clone(), self.metrics.clone());
             let spawned = std::thread::Builder::new()
                 .name(format!("eddy-tail-{}", def.name))
                 .spawn(move || run_tail(tail_collection, tail_config, metrics));
@@ -149,7 +152,9 @@ impl Engine {
             .enumerate()
             .map(|(i, q)| {
                 prepare_query(&collection.def, q).map_err(|e| match e {
-                    ApiError::BadRequest(m) if i > 0 => ApiError::BadRequest(format!("query {i}: {m}")),
+                    ApiError::BadRequest(m) if i > 0 => {
+                        ApiError::BadRequest(format!("query {i}: {m}"))
+                    }
                     other => other,
                 })
             })
@@ -164,7 +169,8 @@ impl Engine {
         let mut parts = Vec::new();
         for start in (0..n).step_by(chunk) {
             let (tx, rx) = tokio::sync::oneshot::channel();
-            let (collection, queries, params) = (collection.clone(), queries.clone(), params.clone());
+            let (collection, queries, params) =
+                (collection.clone(), queries.clone(), params.clone());
             self.pool.spawn(move || {
                 let end = (start + chunk).min(queries.len());
                 let _ = tx.send(collection.search(&queries[start..end], &params));
@@ -192,7 +198,11 @@ impl Engine {
         Ok(result)
     }
 
-    async fn wait_for(&self, collection: &Collection, min: &BTreeMap<u32, i64>) -> Result<(), ApiError> {
+    async fn wait_for(
+        &self,
+        collection: &Collection,
+        min: &BTreeMap<u32, i64>,
+    ) -> Result<(), ApiError> {
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + self.max_wait;
         loop {
@@ -220,24 +230,34 @@ async fn watch_manifests(engine: Arc<Engine>, collection: Arc<Collection>) {
     let name = collection.def.name.clone();
     let mut failures = 0u32;
     while !collection.stop.load(Ordering::Relaxed) {
-        let (store, current) = (engine.store.clone(), collection.live.read().snapshot.clone());
+        let (store, current) = (
+            engine.store.clone(),
+            collection.live.read().snapshot.clone(),
+        );
         let ready = collection.snapshot_ready.load(Ordering::Acquire);
         let name_for_load = name.clone();
-        let loaded = tokio::task::spawn_blocking(move || -> eddy_manifest::Result<Option<Snapshot>> {
-            let manifest = store.latest_manifest(&name_for_load)?;
-            if ready && manifest.version <= current.version {
-                return Ok(None);
-            }
-            Snapshot::load(&store, &manifest, &current).map(Some)
-        })
-        .await;
+        let loaded =
+            tokio::task::spawn_blocking(move || -> eddy_manifest::Result<Option<Snapshot>> {
+                let manifest = store.latest_manifest(&name_for_load)?;
+                if ready && manifest.version <= current.version {
+                    return Ok(None);
+                }
+                Snapshot::load(&store, &manifest, &current).map(Some)
+            })
+            .await;
         match loaded {
             Ok(Ok(Some(snapshot))) => {
                 failures = 0;
                 let m = &engine.metrics;
-                m.segments.with_label_values(&[&name]).set(snapshot.segments.len() as i64);
-                m.sealed_rows.with_label_values(&[&name]).set(snapshot.sealed_rows() as i64);
-                m.manifest_version.with_label_values(&[&name]).set(snapshot.version as i64);
+                m.segments
+                    .with_label_values(&[&name])
+                    .set(snapshot.segments.len() as i64);
+                m.sealed_rows
+                    .with_label_values(&[&name])
+                    .set(snapshot.sealed_rows() as i64);
+                m.manifest_version
+                    .with_label_values(&[&name])
+                    .set(snapshot.version as i64);
                 m.segment_loads.with_label_values(&["ok"]).inc();
                 if snapshot.version > 0 {
                     info!(collection = %name, version = snapshot.version, segments = snapshot.segments.len(), "snapshot installed");
@@ -247,8 +267,12 @@ async fn watch_manifests(engine: Arc<Engine>, collection: Arc<Collection>) {
             Ok(Ok(None)) => {}
             Ok(Err(e)) => {
                 failures += 1;
-                engine.metrics.segment_loads.with_label_values(&["error"]).inc();
-                if failures < 5 || failures % 100 == 0 {
+                engine
+                    .metrics
+                    .segment_loads
+                    .with_label_values(&["error"])
+                    .inc();
+                if failures < 5 || failures.is_multiple_of(100) {
                     warn!(collection = %name, error = %e, "loading the newest manifest");
                 }
             }

@@ -87,7 +87,12 @@ impl EddyFlight {
             .observe(started.elapsed().as_secs_f64());
     }
 
-    fn observed<T>(&self, api: &str, started: Instant, r: Result<T, ApiError>) -> Result<T, Status> {
+    fn observed<T>(
+        &self,
+        api: &str,
+        started: Instant,
+        r: Result<T, ApiError>,
+    ) -> Result<T, Status> {
         match r {
             Ok(v) => {
                 self.observe(api, started, "ok");
@@ -115,10 +120,15 @@ impl FlightService for EddyFlight {
         &self,
         _request: Request<Streaming<HandshakeRequest>>,
     ) -> Result<Response<Self::HandshakeStream>, Status> {
-        Err(Status::unimplemented("handshake: eddy needs no authentication handshake"))
+        Err(Status::unimplemented(
+            "handshake: eddy needs no authentication handshake",
+        ))
     }
 
-    async fn list_flights(&self, _request: Request<Criteria>) -> Result<Response<Self::ListFlightsStream>, Status> {
+    async fn list_flights(
+        &self,
+        _request: Request<Criteria>,
+    ) -> Result<Response<Self::ListFlightsStream>, Status> {
         let infos: Vec<Result<FlightInfo, Status>> = self
             .engine
             .collections()
@@ -128,7 +138,10 @@ impl FlightService for EddyFlight {
         Ok(Response::new(Box::pin(stream::iter(infos))))
     }
 
-    async fn get_flight_info(&self, request: Request<FlightDescriptor>) -> Result<Response<FlightInfo>, Status> {
+    async fn get_flight_info(
+        &self,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
         let started = Instant::now();
         let r = collection_path(request.get_ref())
             .and_then(|name| self.engine.collection(&name))
@@ -136,11 +149,19 @@ impl FlightService for EddyFlight {
         self.observed("flight_info", started, r).map(Response::new)
     }
 
-    async fn poll_flight_info(&self, _request: Request<FlightDescriptor>) -> Result<Response<PollInfo>, Status> {
-        Err(Status::unimplemented("poll_flight_info: searches are answered directly by DoGet"))
+    async fn poll_flight_info(
+        &self,
+        _request: Request<FlightDescriptor>,
+    ) -> Result<Response<PollInfo>, Status> {
+        Err(Status::unimplemented(
+            "poll_flight_info: searches are answered directly by DoGet",
+        ))
     }
 
-    async fn get_schema(&self, request: Request<FlightDescriptor>) -> Result<Response<SchemaResult>, Status> {
+    async fn get_schema(
+        &self,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<SchemaResult>, Status> {
         let name = collection_path(request.get_ref())?;
         let collection = self.engine.collection(&name)?;
         let schema = result_schema(&collection.def, &PayloadSelector::None);
@@ -150,7 +171,10 @@ impl FlightService for EddyFlight {
         Ok(Response::new(result))
     }
 
-    async fn do_get(&self, request: Request<Ticket>) -> Result<Response<Self::DoGetStream>, Status> {
+    async fn do_get(
+        &self,
+        request: Request<Ticket>,
+    ) -> Result<Response<Self::DoGetStream>, Status> {
         let started = Instant::now();
         let r = async {
             let mut ticket = request::parse_ticket(&request.get_ref().ticket)?;
@@ -160,10 +184,25 @@ impl FlightService for EddyFlight {
             let n = vectors.len() as u64;
             let result = self
                 .engine
-                .search(&ticket.collection, vectors, ticket.params.clone(), ticket.min_offsets)
+                .search(
+                    &ticket.collection,
+                    vectors,
+                    ticket.params.clone(),
+                    ticket.min_offsets,
+                )
                 .await?;
-            self.engine.metrics.queries.with_label_values(&["flight_get"]).inc_by(n);
-            let batch = batches::results_batch(&collection.def, &schema, &ticket.params.with_payload, &result.hits, 0)?;
+            self.engine
+                .metrics
+                .queries
+                .with_label_values(&["flight_get"])
+                .inc_by(n);
+            let batch = batches::results_batch(
+                &collection.def,
+                &schema,
+                &ticket.params.with_payload,
+                &result.hits,
+                0,
+            )?;
             Ok::<_, ApiError>((schema, batch))
         }
         .await;
@@ -175,8 +214,13 @@ impl FlightService for EddyFlight {
         Ok(Response::new(Box::pin(encoded)))
     }
 
-    async fn do_put(&self, _request: Request<Streaming<FlightData>>) -> Result<Response<Self::DoPutStream>, Status> {
-        Err(Status::unimplemented("do_put: publish points to the collection's Kafka topic instead"))
+    async fn do_put(
+        &self,
+        _request: Request<Streaming<FlightData>>,
+    ) -> Result<Response<Self::DoPutStream>, Status> {
+        Err(Status::unimplemented(
+            "do_put: publish points to the collection's Kafka topic instead",
+        ))
     }
 
     async fn do_exchange(
@@ -190,10 +234,11 @@ impl FlightService for EddyFlight {
             None => return Err(Status::invalid_argument("do_exchange: empty stream")),
         };
         let setup = (|| {
-            let descriptor = first
-                .flight_descriptor
-                .as_ref()
-                .ok_or_else(|| ApiError::BadRequest("the first message must carry a FlightDescriptor with the command".into()))?;
+            let descriptor = first.flight_descriptor.as_ref().ok_or_else(|| {
+                ApiError::BadRequest(
+                    "the first message must carry a FlightDescriptor with the command".into(),
+                )
+            })?;
             let command = request::parse_exchange_command(&descriptor.cmd)?;
             let collection = self.engine.collection(&command.collection)?;
             Ok::<_, ApiError>((command, collection))
@@ -205,25 +250,53 @@ impl FlightService for EddyFlight {
         let out_schema = schema.clone();
         let results: BoxStream<'static, Result<arrow_array::RecordBatch, FlightError>> = batches
             .scan(0u32, move |next_index, batch| {
-                let (engine, collection, command, schema) =
-                    (engine.clone(), collection.clone(), command.clone(), out_schema.clone());
+                let (engine, collection, command, schema) = (
+                    engine.clone(),
+                    collection.clone(),
+                    command.clone(),
+                    out_schema.clone(),
+                );
                 let base = *next_index;
                 let rows = batch.as_ref().map_or(0, |b| b.num_rows() as u32);
                 *next_index += rows;
                 async move {
                     Some(
                         async move {
-                            let batch = batch.map_err(|e| ApiError::BadRequest(format!("decoding input batch: {e}")))?;
-                            let vectors = batches::query_vectors(&batch, collection.def.dimension as usize)?;
+                            let batch = batch.map_err(|e| {
+                                ApiError::BadRequest(format!("decoding input batch: {e}"))
+                            })?;
+                            let vectors =
+                                batches::query_vectors(&batch, collection.def.dimension as usize)?;
                             let n = vectors.len() as u64;
                             if n == 0 {
-                                return batches::results_batch(&collection.def, &schema, &command.params.with_payload, &[], base);
+                                return batches::results_batch(
+                                    &collection.def,
+                                    &schema,
+                                    &command.params.with_payload,
+                                    &[],
+                                    base,
+                                );
                             }
                             let result = engine
-                                .search(&collection.def.name, vectors, command.params.clone(), command.min_offsets.clone())
+                                .search(
+                                    &collection.def.name,
+                                    vectors,
+                                    command.params.clone(),
+                                    command.min_offsets.clone(),
+                                )
                                 .await?;
-                            engine.metrics.queries.with_label_values(&["flight_exchange"]).inc_by(n);
-                            batches::results_batch(&collection.def, &schema, &command.params.with_payload, &result.hits, base)
+                            engine
+                                .metrics
+                                .queries
+                                .with_label_values(&["flight_exchange"])
+                                .inc_by(n);
+                            batches::results_batch(
+                                &collection.def,
+                                &schema,
+                                &command.params.with_payload,
+                                &result.hits,
+                                base,
+                            )
                         }
                         .await
                         .map_err(|e: ApiError| FlightError::Tonic(Box::new(Status::from(e)))),
@@ -239,14 +312,20 @@ impl FlightService for EddyFlight {
         Ok(Response::new(Box::pin(encoded)))
     }
 
-    async fn do_action(&self, request: Request<Action>) -> Result<Response<Self::DoActionStream>, Status> {
+    async fn do_action(
+        &self,
+        request: Request<Action>,
+    ) -> Result<Response<Self::DoActionStream>, Status> {
         Err(Status::unimplemented(format!(
             "do_action {:?}: manage collections over HTTP (PUT /v1/collections/NAME)",
             request.get_ref().r#type
         )))
     }
 
-    async fn list_actions(&self, _request: Request<Empty>) -> Result<Response<Self::ListActionsStream>, Status> {
+    async fn list_actions(
+        &self,
+        _request: Request<Empty>,
+    ) -> Result<Response<Self::ListActionsStream>, Status> {
         Ok(Response::new(Box::pin(stream::empty())))
     }
 }

@@ -37,7 +37,10 @@ const MAX_BODY_BYTES: usize = 64 << 20;
 pub fn router(state: HttpState) -> Router {
     Router::new()
         .route("/v1/collections", get(list_collections))
-        .route("/v1/collections/{c}", get(get_collection).put(put_collection))
+        .route(
+            "/v1/collections/{c}",
+            get(get_collection).put(put_collection),
+        )
         .route("/v1/collections/{c}/search", post(search))
         .route("/v1/collections/{c}/search/batch", post(search_batch))
         .route("/v1/collections/{c}/points/{id}", get(get_point))
@@ -92,8 +95,11 @@ struct SearchBody {
     min_offsets: BTreeMap<u32, i64>,
 }
 
+/// A search body split into vector, options and read-your-writes offsets.
+type ParsedSearch = (Vec<f32>, SearchParams, BTreeMap<u32, i64>);
+
 impl SearchBody {
-    fn params(self) -> Result<(Vec<f32>, SearchParams, BTreeMap<u32, i64>), ApiError> {
+    fn params(self) -> Result<ParsedSearch, ApiError> {
         if self.filter.is_some() {
             return Err(ApiError::BadRequest(
                 "payload filters are not supported by this version yet".into(),
@@ -137,9 +143,9 @@ impl From<Hit> for HitJson {
 }
 
 fn body<T>(payload: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
-    payload
-        .map(|Json(t)| t)
-        .map_err(|rejection| ApiError::BadRequest(format!("invalid request body: {}", rejection.body_text())))
+    payload.map(|Json(t)| t).map_err(|rejection| {
+        ApiError::BadRequest(format!("invalid request body: {}", rejection.body_text()))
+    })
 }
 
 /// Times a handler and counts it by API and status.
@@ -167,7 +173,11 @@ fn result_json(result: BatchResult, took: Instant) -> (Vec<Value>, Value, f64) {
         .into_iter()
         .map(|hits| json!(hits.into_iter().map(HitJson::from).collect::<Vec<_>>()))
         .collect();
-    (hits, json!(result.offsets), took.elapsed().as_secs_f64() * 1e3)
+    (
+        hits,
+        json!(result.offsets),
+        took.elapsed().as_secs_f64() * 1e3,
+    )
 }
 
 async fn search(
@@ -178,8 +188,16 @@ async fn search(
     observed(&state, "http_search", async {
         let started = Instant::now();
         let (vector, params, min_offsets) = body(payload)?.params()?;
-        let result = state.engine.search(&c, vec![vector], params, min_offsets).await?;
-        state.engine.metrics.queries.with_label_values(&["http_search"]).inc();
+        let result = state
+            .engine
+            .search(&c, vec![vector], params, min_offsets)
+            .await?;
+        state
+            .engine
+            .metrics
+            .queries
+            .with_label_values(&["http_search"])
+            .inc();
         let (mut hits, offsets, took_ms) = result_json(result, started);
         let result = hits.pop().unwrap_or_else(|| json!([]));
         Ok(Json(json!({"result": result, "offsets": offsets, "took_ms": took_ms})).into_response())
@@ -202,11 +220,14 @@ async fn search_batch(
         let mut offsets = Value::Null;
         let mut parsed = Vec::with_capacity(n);
         for (i, s) in batch.searches.into_iter().enumerate() {
-            parsed.push(s.params().map_err(|e| ApiError::BadRequest(format!("search {i}: {e}")))?);
+            parsed.push(
+                s.params()
+                    .map_err(|e| ApiError::BadRequest(format!("search {i}: {e}")))?,
+            );
         }
-        let uniform = parsed
-            .windows(2)
-            .all(|w| w[0].1.k == w[1].1.k && w[0].1.with_payload == w[1].1.with_payload && w[0].2 == w[1].2);
+        let uniform = parsed.windows(2).all(|w| {
+            w[0].1.k == w[1].1.k && w[0].1.with_payload == w[1].1.with_payload && w[0].2 == w[1].2
+        });
         if uniform && !parsed.is_empty() {
             let (params, min) = (parsed[0].1.clone(), parsed[0].2.clone());
             let queries = parsed.into_iter().map(|(v, _, _)| v).collect();
@@ -222,10 +243,18 @@ async fn search_batch(
                 offsets = o;
             }
         }
-        state.engine.metrics.queries.with_label_values(&["http_batch"]).inc_by(n as u64);
+        state
+            .engine
+            .metrics
+            .queries
+            .with_label_values(&["http_batch"])
+            .inc_by(n as u64);
         let results: Vec<Value> = results.into_iter().map(|r| json!({"result": r})).collect();
         let took_ms = started.elapsed().as_secs_f64() * 1e3;
-        Ok(Json(json!({"results": results, "offsets": offsets, "took_ms": took_ms})).into_response())
+        Ok(
+            Json(json!({"results": results, "offsets": offsets, "took_ms": took_ms}))
+                .into_response(),
+        )
     })
     .await
 }
@@ -253,7 +282,12 @@ fn collection_info(c: &Collection) -> Value {
 
 async fn list_collections(State(state): State<HttpState>) -> Response {
     observed(&state, "http_collections", async {
-        let all: Vec<Value> = state.engine.collections().iter().map(|c| collection_info(c)).collect();
+        let all: Vec<Value> = state
+            .engine
+            .collections()
+            .iter()
+            .map(|c| collection_info(c))
+            .collect();
         Ok(Json(json!({"collections": all})).into_response())
     })
     .await
@@ -292,7 +326,10 @@ async fn put_collection(
     observed(&state, "http_collections", async {
         let b = body(payload)?;
         if b.name.as_ref().is_some_and(|n| *n != c) {
-            return Err(ApiError::BadRequest(format!("body names collection {:?}, path names {c:?}", b.name)));
+            return Err(ApiError::BadRequest(format!(
+                "body names collection {:?}, path names {c:?}",
+                b.name
+            )));
         }
         let def = CollectionDef {
             name: c.clone(),
@@ -309,20 +346,31 @@ async fn put_collection(
             .await
             .map_err(|e| ApiError::Internal(e.to_string()))??;
         let collection = state.engine.collection(&c)?;
-        let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+        let status = if created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        };
         Ok((status, Json(collection_info(&collection))).into_response())
     })
     .await
 }
 
-async fn get_point(State(state): State<HttpState>, Path((c, id)): Path<(String, String)>) -> Response {
+async fn get_point(
+    State(state): State<HttpState>,
+    Path((c, id)): Path<(String, String)>,
+) -> Response {
     observed(&state, "http_point", async {
         let collection = state.engine.collection(&c)?;
-        let id = PointId::parse(&id, collection.def.id_type).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let id = PointId::parse(&id, collection.def.id_type)
+            .map_err(|e| ApiError::BadRequest(e.to_string()))?;
         let point = collection
             .get(&id)
             .ok_or_else(|| ApiError::NotFound(format!("point {id} not found in {c}")))?;
-        Ok(Json(json!({"id": point.id, "vector": point.vector, "payload": point.payload})).into_response())
+        Ok(
+            Json(json!({"id": point.id, "vector": point.vector, "payload": point.payload}))
+                .into_response(),
+        )
     })
     .await
 }
@@ -347,7 +395,9 @@ async fn count(
             other => body(other)?,
         };
         if b.filter.is_some() {
-            return Err(ApiError::BadRequest("payload filters are not supported by this version yet".into()));
+            return Err(ApiError::BadRequest(
+                "payload filters are not supported by this version yet".into(),
+            ));
         }
         let live = collection.live.read();
         Ok(Json(json!({"count": live.count(), "offsets": live.visible_offsets()})).into_response())
@@ -366,7 +416,11 @@ async fn readyz(State(state): State<HttpState>) -> Response {
     if pending.is_empty() {
         (StatusCode::OK, "ready").into_response()
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"ready": false, "not_ready": pending}))).into_response()
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"ready": false, "not_ready": pending})),
+        )
+            .into_response()
     }
 }
 
@@ -377,5 +431,12 @@ async fn metrics(State(state): State<HttpState>) -> Response {
     if let Err(e) = TextEncoder::new().encode(&families, &mut out) {
         tracing::warn!(error = %e, "encoding metrics");
     }
-    ([(header::CONTENT_TYPE, TextEncoder::new().format_type().to_owned())], out).into_response()
+    (
+        [(
+            header::CONTENT_TYPE,
+            TextEncoder::new().format_type().to_owned(),
+        )],
+        out,
+    )
+        .into_response()
 }

@@ -54,7 +54,11 @@ pub enum Error {
 
 /// eddy-query settings.
 #[derive(Debug, Clone, clap::Parser)]
-#[command(name = "eddy-query", version, about = "Sealed segments + fresh Kafka tail -> Flight and HTTP search")]
+#[command(
+    name = "eddy-query",
+    version,
+    about = "Sealed segments + fresh Kafka tail -> Flight and HTTP search"
+)]
 pub struct QueryConfig {
     /// Shared settings.
     #[command(flatten)]

@@ -47,41 +47,69 @@ fn latency_buckets() -> Vec<f64> {
 impl QueryMetrics {
     /// Registers every query metric in `registry`.
     pub fn new(registry: &Registry) -> prometheus::Result<Self> {
-        let counter = |name: &str, help: &str, labels: &[&str]| -> prometheus::Result<IntCounterVec> {
-            let c = IntCounterVec::new(Opts::new(name, help), labels)?;
-            registry.register(Box::new(c.clone()))?;
-            Ok(c)
-        };
+        let counter =
+            |name: &str, help: &str, labels: &[&str]| -> prometheus::Result<IntCounterVec> {
+                let c = IntCounterVec::new(Opts::new(name, help), labels)?;
+                registry.register(Box::new(c.clone()))?;
+                Ok(c)
+            };
         let gauge = |name: &str, help: &str, labels: &[&str]| -> prometheus::Result<IntGaugeVec> {
             let g = IntGaugeVec::new(Opts::new(name, help), labels)?;
             registry.register(Box::new(g.clone()))?;
             Ok(g)
         };
-        let histogram =
-            |name: &str, help: &str, labels: &[&str], buckets: Vec<f64>| -> prometheus::Result<HistogramVec> {
-                let h = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels)?;
-                registry.register(Box::new(h.clone()))?;
-                Ok(h)
-            };
+        let histogram = |name: &str,
+                         help: &str,
+                         labels: &[&str],
+                         buckets: Vec<f64>|
+         -> prometheus::Result<HistogramVec> {
+            let h = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels)?;
+            registry.register(Box::new(h.clone()))?;
+            Ok(h)
+        };
         let metrics = Self {
-            requests: counter("eddy_query_requests_total", "Requests by API and status", &["api", "status"])?,
+            requests: counter(
+                "eddy_query_requests_total",
+                "Requests by API and status",
+                &["api", "status"],
+            )?,
             latency: histogram(
                 "eddy_query_latency_seconds",
                 "Request latency by API and status",
                 &["api", "status"],
                 latency_buckets(),
             )?,
-            queries: counter("eddy_query_queries_total", "Query vectors answered", &["api"])?,
+            queries: counter(
+                "eddy_query_queries_total",
+                "Query vectors answered",
+                &["api"],
+            )?,
             segments_searched: histogram(
                 "eddy_query_segments_searched",
                 "Sealed segments searched per query",
                 &["collection"],
                 vec![0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0],
             )?,
-            tail_rows: gauge("eddy_query_tail_rows", "Rows in the in-memory tail", &["collection"])?,
-            segments: gauge("eddy_query_segments", "Live sealed segments served", &["collection"])?,
-            sealed_rows: gauge("eddy_query_sealed_rows", "Live rows in sealed segments", &["collection"])?,
-            manifest_version: gauge("eddy_query_manifest_version", "Manifest version served", &["collection"])?,
+            tail_rows: gauge(
+                "eddy_query_tail_rows",
+                "Rows in the in-memory tail",
+                &["collection"],
+            )?,
+            segments: gauge(
+                "eddy_query_segments",
+                "Live sealed segments served",
+                &["collection"],
+            )?,
+            sealed_rows: gauge(
+                "eddy_query_sealed_rows",
+                "Live rows in sealed segments",
+                &["collection"],
+            )?,
+            manifest_version: gauge(
+                "eddy_query_manifest_version",
+                "Manifest version served",
+                &["collection"],
+            )?,
             visible_offset: gauge(
                 "eddy_query_visible_offset",
                 "Next offset visible to queries",
@@ -104,9 +132,21 @@ impl QueryMetrics {
                 &["collection"],
                 latency_buckets(),
             )?,
-            tail_events: counter("eddy_query_tail_events_total", "Tail events by outcome", &["collection", "outcome"])?,
-            segment_loads: counter("eddy_query_segment_loads_total", "Segment loads by outcome", &["outcome"])?,
-            kernel_backend: gauge("eddy_kernel_backend_info", "SIMD kernel backend in use", &["backend"])?,
+            tail_events: counter(
+                "eddy_query_tail_events_total",
+                "Tail events by outcome",
+                &["collection", "outcome"],
+            )?,
+            segment_loads: counter(
+                "eddy_query_segment_loads_total",
+                "Segment loads by outcome",
+                &["outcome"],
+            )?,
+            kernel_backend: gauge(
+                "eddy_kernel_backend_info",
+                "SIMD kernel backend in use",
+                &["backend"],
+            )?,
         };
         metrics
             .kernel_backend

@@ -40,7 +40,10 @@ impl SearchParams {
     /// Checks the options.
     pub fn validate(&self) -> Result<(), ApiError> {
         if self.k == 0 || self.k > MAX_K {
-            return Err(ApiError::BadRequest(format!("k must be in 1..={MAX_K}, got {}", self.k)));
+            return Err(ApiError::BadRequest(format!(
+                "k must be in 1..={MAX_K}, got {}",
+                self.k
+            )));
         }
         Ok(())
     }
@@ -77,9 +80,12 @@ pub fn prepare_query(def: &CollectionDef, mut vector: Vec<f32>) -> Result<Vec<f3
             def.dimension
         )));
     }
-    eddy_event::validate_vector(&vector).map_err(|r| ApiError::BadRequest(format!("query {}", r.detail)))?;
+    eddy_event::validate_vector(&vector)
+        .map_err(|r| ApiError::BadRequest(format!("query {}", r.detail)))?;
     if def.metric.normalizes() && !eddy_event::normalize(&mut vector) {
-        return Err(ApiError::BadRequest("query vector is all zeros (cosine needs a direction)".into()));
+        return Err(ApiError::BadRequest(
+            "query vector is all zeros (cosine needs a direction)".into(),
+        ));
     }
     Ok(vector)
 }
@@ -95,7 +101,10 @@ impl Collection {
     /// Runs prepared queries against the current snapshot and tail.
     pub fn search(&self, queries: &[Vec<f32>], params: &SearchParams) -> BatchResult {
         let live = self.live.read();
-        let hits = queries.iter().map(|q| search_one(&live, q, params)).collect();
+        let hits = queries
+            .iter()
+            .map(|q| search_one(&live, q, params))
+            .collect();
         BatchResult {
             hits,
             offsets: live.visible_offsets(),
@@ -120,7 +129,10 @@ fn search_one(live: &Live, query: &[f32], params: &SearchParams) -> Vec<Hit> {
         let seg = &s.segment;
         let accept = |row: u32| {
             !s.deleted.contains(row)
-                && (tail_empty || seg.id(row).is_none_or(|id| live.tail.touched(&id).is_none()))
+                && (tail_empty
+                    || seg
+                        .id(row)
+                        .is_none_or(|id| live.tail.touched(&id).is_none()))
         };
         for n in ExactScan(seg).search(query, k, &accept) {
             candidates.push((n, Source::Segment(i, n.row)));

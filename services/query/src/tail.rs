@@ -127,7 +127,9 @@ pub fn run_tail(collection: Arc<Collection>, config: TailConfig, metrics: QueryM
 
 fn apply_batch(collection: &Collection, batch: &[BorrowedMessage<'_>], metrics: &QueryMetrics) {
     let name = collection.def.name.as_str();
-    let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
     let mut outcomes: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut latencies = Vec::with_capacity(batch.len());
     {
@@ -161,7 +163,8 @@ fn apply_batch(collection: &Collection, batch: &[BorrowedMessage<'_>], metrics: 
                     } else {
                         serde_json::to_vec(&point.payload).unwrap_or_default()
                     };
-                    live.tail.upsert(point.id, &point.vector, &payload, partition, offset);
+                    live.tail
+                        .upsert(point.id, &point.vector, &payload, partition, offset);
                     "upsert"
                 }
                 Ok(Event::Delete(id)) => {
@@ -177,14 +180,23 @@ fn apply_batch(collection: &Collection, batch: &[BorrowedMessage<'_>], metrics: 
                 latencies.push((now_ms - ts).max(0) as f64 / 1000.0);
             }
         }
-        metrics.tail_rows.with_label_values(&[name]).set(live.tail.live_rows() as i64);
+        metrics
+            .tail_rows
+            .with_label_values(&[name])
+            .set(live.tail.live_rows() as i64);
         for (p, off) in live.visible_offsets() {
-            metrics.visible_offset.with_label_values(&[name, &p.to_string()]).set(off);
+            metrics
+                .visible_offset
+                .with_label_values(&[name, &p.to_string()])
+                .set(off);
         }
     }
     collection.changed.notify_waiters();
     for (outcome, n) in outcomes {
-        metrics.tail_events.with_label_values(&[name, outcome]).inc_by(n);
+        metrics
+            .tail_events
+            .with_label_values(&[name, outcome])
+            .inc_by(n);
     }
     let hist = metrics.ingest_to_visible.with_label_values(&[name]);
     for l in latencies {
@@ -192,10 +204,17 @@ fn apply_batch(collection: &Collection, batch: &[BorrowedMessage<'_>], metrics: 
     }
 }
 
-fn update_lag(consumer: &BaseConsumer, collection: &Collection, partitions: usize, metrics: &QueryMetrics) {
+fn update_lag(
+    consumer: &BaseConsumer,
+    collection: &Collection,
+    partitions: usize,
+    metrics: &QueryMetrics,
+) {
     let visible = collection.live.read().visible_offsets();
     for p in 0..partitions {
-        if let Ok((_, high)) = consumer.fetch_watermarks(&collection.def.topic, p as i32, Duration::from_millis(500)) {
+        if let Ok((_, high)) =
+            consumer.fetch_watermarks(&collection.def.topic, p as i32, Duration::from_millis(500))
+        {
             let seen = visible.get(&(p as u32)).copied().unwrap_or(0);
             metrics
                 .lag

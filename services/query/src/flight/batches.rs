@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
 use arrow_array::{
-    Array, ArrayRef, FixedSizeListArray, Float32Array, LargeListArray, ListArray, RecordBatch, StringArray,
-    UInt32Array, UInt64Array,
+    Array, ArrayRef, FixedSizeListArray, Float32Array, LargeListArray, ListArray, RecordBatch,
+    StringArray, UInt32Array, UInt64Array,
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use eddy_model::{CollectionDef, FieldType, IdType, PointId};
@@ -70,20 +70,30 @@ pub fn results_batch(
     let rows: Vec<(u32, u32, &Hit)> = hits
         .iter()
         .enumerate()
-        .flat_map(|(q, hs)| hs.iter().enumerate().map(move |(r, h)| (base + q as u32, r as u32, h)))
+        .flat_map(|(q, hs)| {
+            hs.iter()
+                .enumerate()
+                .map(move |(r, h)| (base + q as u32, r as u32, h))
+        })
         .collect();
     let mut columns: Vec<ArrayRef> = vec![
         Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.0))),
         Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.1))),
     ];
     columns.push(match def.id_type {
-        IdType::U64 => Arc::new(UInt64Array::from_iter_values(rows.iter().map(|r| match &r.2.id {
-            PointId::Num(n) => *n,
-            PointId::Str(_) => 0,
-        }))),
-        IdType::String => Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.2.id.to_string()))),
+        IdType::U64 => Arc::new(UInt64Array::from_iter_values(rows.iter().map(
+            |r| match &r.2.id {
+                PointId::Num(n) => *n,
+                PointId::Str(_) => 0,
+            },
+        ))),
+        IdType::String => Arc::new(StringArray::from_iter_values(
+            rows.iter().map(|r| r.2.id.to_string()),
+        )),
     });
-    columns.push(Arc::new(Float32Array::from_iter_values(rows.iter().map(|r| r.2.score))));
+    columns.push(Arc::new(Float32Array::from_iter_values(
+        rows.iter().map(|r| r.2.score),
+    )));
     match with_payload {
         PayloadSelector::None => {}
         PayloadSelector::All => {
@@ -98,7 +108,12 @@ pub fn results_batch(
         }
         PayloadSelector::Fields(names) => {
             for name in names {
-                let values = rows.iter().map(|r| r.2.payload.as_ref().and_then(|p| p.get(name)).filter(|v| !v.is_null()));
+                let values = rows.iter().map(|r| {
+                    r.2.payload
+                        .as_ref()
+                        .and_then(|p| p.get(name))
+                        .filter(|v| !v.is_null())
+                });
                 let column: ArrayRef = match payload_type(def, name) {
                     DataType::Int64 => {
                         let mut b = Int64Builder::new();
@@ -125,7 +140,8 @@ pub fn results_batch(
             }
         }
     }
-    RecordBatch::try_new(schema.clone(), columns).map_err(|e| ApiError::Internal(format!("building results: {e}")))
+    RecordBatch::try_new(schema.clone(), columns)
+        .map_err(|e| ApiError::Internal(format!("building results: {e}")))
 }
 
 /// The query vectors of an input batch: column `vector` as
@@ -138,9 +154,12 @@ pub fn query_vectors(batch: &RecordBatch, dim: usize) -> Result<Vec<Vec<f32>>, A
         ))
     })?;
     if column.null_count() > 0 {
-        return Err(ApiError::BadRequest(format!("`{VECTOR_COLUMN}` holds null vectors")));
+        return Err(ApiError::BadRequest(format!(
+            "`{VECTOR_COLUMN}` holds null vectors"
+        )));
     }
-    let rows: Vec<ArrayRef> = if let Some(l) = column.as_any().downcast_ref::<FixedSizeListArray>() {
+    let rows: Vec<ArrayRef> = if let Some(l) = column.as_any().downcast_ref::<FixedSizeListArray>()
+    {
         (0..l.len()).map(|i| l.value(i)).collect()
     } else if let Some(l) = column.as_any().downcast_ref::<ListArray>() {
         (0..l.len()).map(|i| l.value(i)).collect()
@@ -155,9 +174,15 @@ pub fn query_vectors(batch: &RecordBatch, dim: usize) -> Result<Vec<Vec<f32>>, A
     rows.into_iter()
         .enumerate()
         .map(|(i, values)| {
-            let floats = values.as_any().downcast_ref::<Float32Array>().ok_or_else(|| {
-                ApiError::BadRequest(format!("`{VECTOR_COLUMN}` items must be Float32, got {}", values.data_type()))
-            })?;
+            let floats = values
+                .as_any()
+                .downcast_ref::<Float32Array>()
+                .ok_or_else(|| {
+                    ApiError::BadRequest(format!(
+                        "`{VECTOR_COLUMN}` items must be Float32, got {}",
+                        values.data_type()
+                    ))
+                })?;
             if floats.null_count() > 0 {
                 return Err(ApiError::BadRequest(format!("vector {i} holds nulls")));
             }

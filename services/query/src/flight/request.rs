@@ -34,7 +34,7 @@ impl ParsedTicket {
             return Ok(vectors);
         }
         let flat: Vec<f32> = vectors.into_iter().flatten().collect();
-        if dim == 0 || flat.is_empty() || flat.len() % dim != 0 {
+        if dim == 0 || flat.is_empty() || !flat.len().is_multiple_of(dim) {
             return Err(ApiError::BadRequest(format!(
                 "ticket holds {} floats, not a positive multiple of the dimension {dim}",
                 flat.len()
@@ -89,7 +89,9 @@ fn selector(v: Option<Value>) -> Result<PayloadSelector, ApiError> {
             .into_iter()
             .map(|i| match i {
                 Value::String(s) => Ok(s),
-                other => Err(ApiError::BadRequest(format!("with_payload entries must be strings, got {other}"))),
+                other => Err(ApiError::BadRequest(format!(
+                    "with_payload entries must be strings, got {other}"
+                ))),
             })
             .collect::<Result<Vec<_>, _>>()
             .map(PayloadSelector::Fields),
@@ -101,7 +103,9 @@ fn selector(v: Option<Value>) -> Result<PayloadSelector, ApiError> {
 
 fn no_filter(filter_present: bool) -> Result<(), ApiError> {
     if filter_present {
-        return Err(ApiError::BadRequest("payload filters are not supported by this version yet".into()));
+        return Err(ApiError::BadRequest(
+            "payload filters are not supported by this version yet".into(),
+        ));
     }
     Ok(())
 }
@@ -119,7 +123,9 @@ fn parse_json(bytes: &[u8]) -> Result<(JsonOptions, SearchParams), ApiError> {
     Ok((o, params))
 }
 
-fn from_proto_options(o: Option<SearchOptions>) -> Result<(SearchParams, BTreeMap<u32, i64>), ApiError> {
+fn from_proto_options(
+    o: Option<SearchOptions>,
+) -> Result<(SearchParams, BTreeMap<u32, i64>), ApiError> {
     let o = o.unwrap_or_default();
     no_filter(!o.filter_json.is_empty())?;
     let with_payload = if o.with_payload.is_empty() {
@@ -147,15 +153,15 @@ fn looks_like_json(bytes: &[u8]) -> bool {
 pub fn parse_ticket(bytes: &[u8]) -> Result<ParsedTicket, ApiError> {
     if looks_like_json(bytes) {
         let (o, params) = parse_json(bytes)?;
-        let vectors = match (o.vectors, o.vector) {
-            (Some(v), None) => v,
-            (None, Some(v)) => vec![v],
-            _ => {
-                return Err(ApiError::BadRequest(
-                    "a search ticket needs exactly one of `vectors` (list of vectors) or `vector`".into(),
-                ))
-            }
-        };
+        let vectors =
+            match (o.vectors, o.vector) {
+                (Some(v), None) => v,
+                (None, Some(v)) => vec![v],
+                _ => return Err(ApiError::BadRequest(
+                    "a search ticket needs exactly one of `vectors` (list of vectors) or `vector`"
+                        .into(),
+                )),
+            };
         return Ok(ParsedTicket {
             collection: o.collection,
             vectors,
@@ -164,8 +170,11 @@ pub fn parse_ticket(bytes: &[u8]) -> Result<ParsedTicket, ApiError> {
             min_offsets: o.min_offsets,
         });
     }
-    let t = SearchTicket::decode(bytes)
-        .map_err(|e| ApiError::BadRequest(format!("ticket is neither JSON nor an eddy.v1.SearchTicket: {e}")))?;
+    let t = SearchTicket::decode(bytes).map_err(|e| {
+        ApiError::BadRequest(format!(
+            "ticket is neither JSON nor an eddy.v1.SearchTicket: {e}"
+        ))
+    })?;
     let (params, min_offsets) = from_proto_options(t.options)?;
     Ok(ParsedTicket {
         collection: t.collection,
@@ -192,7 +201,9 @@ pub fn parse_exchange_command(bytes: &[u8]) -> Result<ParsedCommand, ApiError> {
         });
     }
     let c = ExchangeCommand::decode(bytes).map_err(|e| {
-        ApiError::BadRequest(format!("command is neither JSON nor an eddy.v1.ExchangeCommand: {e}"))
+        ApiError::BadRequest(format!(
+            "command is neither JSON nor an eddy.v1.ExchangeCommand: {e}"
+        ))
     })?;
     let (params, min_offsets) = from_proto_options(c.options)?;
     Ok(ParsedCommand {
@@ -208,14 +219,20 @@ mod tests {
 
     #[test]
     fn json_tickets_parse_and_bad_ones_say_why() {
-        let t = parse_ticket(br#"{"collection":"c","vectors":[[1,2],[3,4]],"k":3,"with_payload":["a"]}"#)
-            .expect("valid");
+        let t = parse_ticket(
+            br#"{"collection":"c","vectors":[[1,2],[3,4]],"k":3,"with_payload":["a"]}"#,
+        )
+        .expect("valid");
         assert_eq!(t.vectors.len(), 2);
         assert_eq!(t.params.k, 3);
-        assert_eq!(t.params.with_payload, PayloadSelector::Fields(vec!["a".into()]));
+        assert_eq!(
+            t.params.with_payload,
+            PayloadSelector::Fields(vec!["a".into()])
+        );
         let err = parse_ticket(br#"{"collection":"c"}"#).expect_err("no vectors");
         assert!(err.to_string().contains("vectors"));
-        let err = parse_ticket(br#"{"collection":"c","vector":[1],"bogus":1}"#).expect_err("unknown field");
+        let err = parse_ticket(br#"{"collection":"c","vector":[1],"bogus":1}"#)
+            .expect_err("unknown field");
         assert!(err.to_string().contains("bogus"));
         assert!(parse_ticket(b"\xff\xff").is_err());
     }

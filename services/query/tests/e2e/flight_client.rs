@@ -26,7 +26,11 @@ async fn client(cluster: &Cluster) -> FlightClient {
 fn rows(batches: &[RecordBatch]) -> Vec<(u32, u32, u64, f32)> {
     let mut out = Vec::new();
     for b in batches {
-        let col = |name: &str| b.column_by_name(name).unwrap_or_else(|| panic!("column {name}")).clone();
+        let col = |name: &str| {
+            b.column_by_name(name)
+                .unwrap_or_else(|| panic!("column {name}"))
+                .clone()
+        };
         let qi = col("query_index");
         let rank = col("rank");
         let id = col("id");
@@ -42,21 +46,34 @@ fn rows(batches: &[RecordBatch]) -> Vec<(u32, u32, u64, f32)> {
     out
 }
 
-fn check(rows: &[(u32, u32, u64, f32)], queries: &[Vec<f32>], points: &BTreeMap<u64, Vec<f32>>, k: usize) {
+fn check(
+    rows: &[(u32, u32, u64, f32)],
+    queries: &[Vec<f32>],
+    points: &BTreeMap<u64, Vec<f32>>,
+    k: usize,
+) {
     assert_eq!(rows.len(), queries.len() * k, "one row per (query, rank)");
     for (qi, q) in queries.iter().enumerate() {
         let want = exact_top_k(points, q, k);
         let got: Vec<_> = rows.iter().filter(|r| r.0 as usize == qi).collect();
         for (r, (id, score)) in got.iter().zip(&want) {
             assert_eq!(r.2, *id, "query {qi} rank {}", r.1);
-            assert!((r.3 - score).abs() <= 1e-4 * score.max(1.0), "query {qi}: {} vs {score}", r.3);
+            assert!(
+                (r.3 - score).abs() <= 1e-4 * score.max(1.0),
+                "query {qi}: {} vs {score}",
+                r.3
+            );
         }
     }
 }
 
 /// DoGet with a JSON ticket and DoExchange with batches of query vectors
 /// both return the exact top-k.
-pub async fn do_get_and_exchange_match_exact(cluster: &Cluster, collection: &str, points: &BTreeMap<u64, Vec<f32>>) {
+pub async fn do_get_and_exchange_match_exact(
+    cluster: &Cluster,
+    collection: &str,
+    points: &BTreeMap<u64, Vec<f32>>,
+) {
     let mut c = client(cluster).await;
     let infos: Vec<_> = c
         .list_flights(bytes::Bytes::new())
@@ -83,18 +100,23 @@ pub async fn do_get_and_exchange_match_exact(cluster: &Cluster, collection: &str
 
     let schema = Arc::new(Schema::new(vec![Field::new(
         "vector",
-        DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), DIM as i32),
+        DataType::FixedSizeList(
+            Arc::new(Field::new("item", DataType::Float32, true)),
+            DIM as i32,
+        ),
         false,
     )]));
     let batch_of = |qs: &[Vec<f32>]| {
         let list = FixedSizeListArray::from_iter_primitive::<Float32Type, _, _>(
-            qs.iter().map(|q| Some(q.iter().map(|x| Some(*x)).collect::<Vec<_>>())),
+            qs.iter()
+                .map(|q| Some(q.iter().map(|x| Some(*x)).collect::<Vec<_>>())),
             DIM as i32,
         );
         RecordBatch::try_new(schema.clone(), vec![Arc::new(list)]).expect("batch")
     };
     let input = vec![Ok(batch_of(&queries[..10])), Ok(batch_of(&queries[10..]))];
-    let descriptor = FlightDescriptor::new_cmd(json!({"collection": collection, "k": 5}).to_string());
+    let descriptor =
+        FlightDescriptor::new_cmd(json!({"collection": collection, "k": 5}).to_string());
     let request = FlightDataEncoderBuilder::new()
         .with_flight_descriptor(Some(descriptor))
         .build(futures::stream::iter(input));
@@ -114,13 +136,22 @@ pub async fn bad_flight_requests_are_invalid_argument(cluster: &Cluster, collect
     let mut c = client(cluster).await;
     let cases = [
         ("{not json".to_owned(), tonic::Code::InvalidArgument),
-        (json!({"collection": collection, "vectors": [[1.0, 2.0]]}).to_string(), tonic::Code::InvalidArgument),
-        (json!({"collection": collection, "vectors": [vector(1)], "k": 0}).to_string(), tonic::Code::InvalidArgument),
-        (json!({"collection": "nope", "vectors": [vector(1)]}).to_string(), tonic::Code::NotFound),
+        (
+            json!({"collection": collection, "vectors": [[1.0, 2.0]]}).to_string(),
+            tonic::Code::InvalidArgument,
+        ),
+        (
+            json!({"collection": collection, "vectors": [vector(1)], "k": 0}).to_string(),
+            tonic::Code::InvalidArgument,
+        ),
+        (
+            json!({"collection": "nope", "vectors": [vector(1)]}).to_string(),
+            tonic::Code::NotFound,
+        ),
     ];
     for (ticket, code) in cases {
         let err = match c.do_get(Ticket::new(ticket.clone())).await {
-            Ok(stream) => stream.try_collect::<Vec<_>>().await.err().expect("must fail"),
+            Ok(stream) => stream.try_collect::<Vec<_>>().await.expect_err("must fail"),
             Err(e) => e,
         };
         let status = match err {

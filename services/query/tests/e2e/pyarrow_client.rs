@@ -9,18 +9,29 @@ use crate::cluster::Cluster;
 
 /// Runs `tests/pyarrow_flight_client.py`: DoGet and DoExchange through
 /// pyarrow, results compared with a numpy exact search over the same points.
-pub async fn pyarrow_matches_numpy(cluster: &Cluster, collection: &str, points: &BTreeMap<u64, Vec<f32>>) {
+pub async fn pyarrow_matches_numpy(
+    cluster: &Cluster,
+    collection: &str,
+    points: &BTreeMap<u64, Vec<f32>>,
+) {
     let dir = tempfile::tempdir().expect("tmp");
     let data = dir.path().join("points.json");
     let ids: Vec<u64> = points.keys().copied().collect();
     let vectors: Vec<&Vec<f32>> = points.values().collect();
-    std::fs::write(&data, json!({"ids": ids, "vectors": vectors}).to_string()).expect("write points");
+    std::fs::write(&data, json!({"ids": ids, "vectors": vectors}).to_string())
+        .expect("write points");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pyarrow_flight_client.py");
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let location = cluster.flight_url().replace("http://", "grpc://");
     let output = tokio::process::Command::new(&python)
         .arg(&script)
-        .args(["--location", &location, "--collection", collection, "--points"])
+        .args([
+            "--location",
+            &location,
+            "--collection",
+            collection,
+            "--points",
+        ])
         .arg(&data)
         .output()
         .await

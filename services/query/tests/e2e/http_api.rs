@@ -24,7 +24,10 @@ pub async fn every_point_is_found_with_its_exact_score(
     collection: &str,
     points: &BTreeMap<u64, Vec<f32>>,
 ) {
-    let searches: Vec<Value> = points.values().map(|v| json!({"vector": v, "k": 1})).collect();
+    let searches: Vec<Value> = points
+        .values()
+        .map(|v| json!({"vector": v, "k": 1}))
+        .collect();
     let r: Value = cluster
         .http
         .post(cluster.url(&format!("/v1/collections/{collection}/search/batch")))
@@ -40,15 +43,28 @@ pub async fn every_point_is_found_with_its_exact_score(
     for ((id, _), res) in points.iter().zip(results) {
         let top = &res["result"][0];
         assert_eq!(top["id"], json!(id), "point {id} not found first: {res}");
-        assert_eq!(top["score"].as_f64(), Some(0.0), "point {id} distance to itself: {res}");
+        assert_eq!(
+            top["score"].as_f64(),
+            Some(0.0),
+            "point {id} distance to itself: {res}"
+        );
     }
 }
 
 /// Top-10 ids and scores equal an exact f64 reference.
-pub async fn search_matches_exact_top_k(cluster: &Cluster, collection: &str, points: &BTreeMap<u64, Vec<f32>>) {
+pub async fn search_matches_exact_top_k(
+    cluster: &Cluster,
+    collection: &str,
+    points: &BTreeMap<u64, Vec<f32>>,
+) {
     for seed in 0..20u64 {
         let q = vector(1_000_000 + seed);
-        let (status, r) = search(cluster, collection, json!({"vector": q, "k": 10, "with_payload": ["kind"]})).await;
+        let (status, r) = search(
+            cluster,
+            collection,
+            json!({"vector": q, "k": 10, "with_payload": ["kind"]}),
+        )
+        .await;
         assert_eq!(status, 200, "{r}");
         let want = exact_top_k(points, &q, 10);
         let got = r["result"].as_array().expect("result array");
@@ -56,16 +72,26 @@ pub async fn search_matches_exact_top_k(cluster: &Cluster, collection: &str, poi
         for (g, (id, score)) in got.iter().zip(&want) {
             assert_eq!(g["id"], json!(id), "query {seed}: {r}");
             let s = g["score"].as_f64().expect("score") as f32;
-            assert!((s - score).abs() <= 1e-4 * score.max(1.0), "query {seed}: score {s} vs exact {score}");
+            assert!(
+                (s - score).abs() <= 1e-4 * score.max(1.0),
+                "query {seed}: score {s} vs exact {score}"
+            );
             assert_eq!(g["payload"]["kind"], json!(format!("k{}", id % 3)));
         }
-        assert!(r["offsets"].is_object(), "responses report the offsets they reflect");
+        assert!(
+            r["offsets"].is_object(),
+            "responses report the offsets they reflect"
+        );
     }
 }
 
 /// Tombstones remove ids; upserts replace vectors and payloads, in the tail
 /// at once and in segments after the seal.
-pub async fn deletes_and_upserts_apply(cluster: &Cluster, collection: &str, points: &mut BTreeMap<u64, Vec<f32>>) {
+pub async fn deletes_and_upserts_apply(
+    cluster: &Cluster,
+    collection: &str,
+    points: &mut BTreeMap<u64, Vec<f32>>,
+) {
     for id in 0..20u64 {
         cluster.produce(&id.to_string(), None).await;
         points.remove(&id);
@@ -92,8 +118,16 @@ pub async fn deletes_and_upserts_apply(cluster: &Cluster, collection: &str, poin
         }
         for id in 0..20u64 {
             let (_, r) = search(cluster, collection, json!({"vector": vector(id), "k": 5})).await;
-            let ids: Vec<&Value> = r["result"].as_array().expect("array").iter().map(|h| &h["id"]).collect();
-            assert!(!ids.contains(&&json!(id)), "{phase}: deleted id {id} returned: {r}");
+            let ids: Vec<&Value> = r["result"]
+                .as_array()
+                .expect("array")
+                .iter()
+                .map(|h| &h["id"])
+                .collect();
+            assert!(
+                !ids.contains(&&json!(id)),
+                "{phase}: deleted id {id} returned: {r}"
+            );
             let status = cluster
                 .http
                 .get(cluster.url(&format!("/v1/collections/{collection}/points/{id}")))
@@ -121,10 +155,17 @@ pub async fn deletes_and_upserts_apply(cluster: &Cluster, collection: &str, poin
             let top = &r["result"][0];
             if top["id"] == json!(id) {
                 let d = top["score"].as_f64().expect("score") as f32;
-                assert!((d - l2(&vector(id), &points[&id])).abs() < 1e-4, "{phase}: stale copy of {id} served");
+                assert!(
+                    (d - l2(&vector(id), &points[&id])).abs() < 1e-4,
+                    "{phase}: stale copy of {id} served"
+                );
             }
         }
-        assert_eq!(cluster.count(collection).await, points.len() as u64, "{phase}: count");
+        assert_eq!(
+            cluster.count(collection).await,
+            points.len() as u64,
+            "{phase}: count"
+        );
     }
 }
 
@@ -139,7 +180,13 @@ pub async fn bad_events_are_counted_and_skipped(
     let bad: Vec<(&str, String)> = vec![
         ("900", "{not json".to_owned()),
         ("901", json!({"id": 901, "vector": [1.0, 2.0]}).to_string()),
-        ("902", format!("{{\"id\": 902, \"vector\": [1e39{}]}}", ", 0.5".repeat(DIM - 1))),
+        (
+            "902",
+            format!(
+                "{{\"id\": 902, \"vector\": [1e39{}]}}",
+                ", 0.5".repeat(DIM - 1)
+            ),
+        ),
         ("abc", json!({"id": "abc", "vector": vector(1)}).to_string()),
     ];
     // Same key on every partition's worth of bad events: put them on several
@@ -155,11 +202,19 @@ pub async fn bad_events_are_counted_and_skipped(
     cluster.wait_count(collection, points.len() as u64).await;
     cluster.wait_sealed(collection).await;
     let after = cluster.ingest_metrics().await;
-    for reason in ["malformed", "wrong_dimension", "non_finite", "wrong_id_type"] {
+    for reason in [
+        "malformed",
+        "wrong_dimension",
+        "non_finite",
+        "wrong_id_type",
+    ] {
         let labels = [("collection", collection), ("reason", reason)];
         let delta = metric_sum(&after, "eddy_ingest_rejected_total", &labels)
             - metric_sum(&before, "eddy_ingest_rejected_total", &labels);
-        assert!(delta >= 1.0, "rejections of reason {reason} not counted:\n{after}");
+        assert!(
+            delta >= 1.0,
+            "rejections of reason {reason} not counted:\n{after}"
+        );
     }
     for id in 900..903u64 {
         let status = cluster
@@ -176,11 +231,36 @@ pub async fn bad_events_are_counted_and_skipped(
 /// Malformed requests get 400/404 with a message saying what is wrong.
 pub async fn bad_requests_get_clear_4xx(cluster: &Cluster, collection: &str) {
     let cases: Vec<(String, &str, u16, &str)> = vec![
-        (format!("/v1/collections/{collection}/search"), "{\"vector\": [1, 2", 400, "invalid request body"),
-        (format!("/v1/collections/{collection}/search"), "{\"vector\": [1, 2]}", 400, "dimension"),
-        (format!("/v1/collections/{collection}/search"), "{\"vector\": [1,2,3,4,5,6,7,8], \"k\": 0}", 400, "k must be"),
-        (format!("/v1/collections/{collection}/search"), "{\"vector\": [1,2,3,4,5,6,7,8], \"kk\": 3}", 400, "kk"),
-        ("/v1/collections/nope/search".to_owned(), "{\"vector\": [1,2,3,4,5,6,7,8]}", 404, "does not exist"),
+        (
+            format!("/v1/collections/{collection}/search"),
+            "{\"vector\": [1, 2",
+            400,
+            "invalid request body",
+        ),
+        (
+            format!("/v1/collections/{collection}/search"),
+            "{\"vector\": [1, 2]}",
+            400,
+            "dimension",
+        ),
+        (
+            format!("/v1/collections/{collection}/search"),
+            "{\"vector\": [1,2,3,4,5,6,7,8], \"k\": 0}",
+            400,
+            "k must be",
+        ),
+        (
+            format!("/v1/collections/{collection}/search"),
+            "{\"vector\": [1,2,3,4,5,6,7,8], \"kk\": 3}",
+            400,
+            "kk",
+        ),
+        (
+            "/v1/collections/nope/search".to_owned(),
+            "{\"vector\": [1,2,3,4,5,6,7,8]}",
+            404,
+            "does not exist",
+        ),
     ];
     for (path, body, status, needle) in cases {
         let r = cluster
@@ -194,7 +274,10 @@ pub async fn bad_requests_get_clear_4xx(cluster: &Cluster, collection: &str) {
         assert_eq!(r.status().as_u16(), status, "{path} {body}");
         let j: Value = r.json().await.expect("error body is JSON");
         let msg = j["error"]["message"].as_str().expect("message");
-        assert!(msg.contains(needle), "{path} {body}: message {msg:?} should mention {needle:?}");
+        assert!(
+            msg.contains(needle),
+            "{path} {body}: message {msg:?} should mention {needle:?}"
+        );
     }
     let r = cluster
         .http
@@ -212,5 +295,12 @@ pub async fn bad_requests_get_clear_4xx(cluster: &Cluster, collection: &str) {
         .expect("request");
     assert_eq!(r.status().as_u16(), 400);
     let m = cluster.metrics_text(cluster.url("/metrics")).await;
-    assert!(metric_sum(&m, "eddy_query_requests_total", &[("api", "http_search"), ("status", "400")]) >= 3.0, "{m}");
+    assert!(
+        metric_sum(
+            &m,
+            "eddy_query_requests_total",
+            &[("api", "http_search"), ("status", "400")]
+        ) >= 3.0,
+        "{m}"
+    );
 }

@@ -14,13 +14,15 @@ pub const DIM: usize = 8;
 
 /// A running test cluster.
 pub struct Cluster {
-    pub tansu: Tansu,
+    /// Kept alive for the cluster's lifetime (stopped on drop).
+    _tansu: Tansu,
     pub topic: String,
     pub ingest: Option<eddy_ingest::Ingest>,
     pub query: Option<eddy_query::Query>,
     pub producer: FutureProducer,
     pub http: reqwest::Client,
-    pub store: tempfile::TempDir,
+    /// Removed on drop.
+    _store: tempfile::TempDir,
 }
 
 /// Deterministic pseudo-random vectors (splitmix64), so tests repeat.
@@ -40,7 +42,10 @@ pub fn vector(seed: u64) -> Vec<f32> {
 
 /// Squared L2 distance, computed in f64 like an exact reference would.
 pub fn l2(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| f64::from(x - y).powi(2)).sum::<f64>() as f32
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| f64::from(x - y).powi(2))
+        .sum::<f64>() as f32
 }
 
 impl Cluster {
@@ -56,16 +61,16 @@ impl Cluster {
         let tansu = tokio::task::spawn_blocking(Tansu::start)
             .await
             .expect("join")
-            .expect("Tansu starts (install it with `cargo install --locked tansu --features libsql`)");
+            .expect(
+                "Tansu starts (install it with `cargo install --locked tansu --features libsql`)",
+            );
         let topic = collection.to_owned();
-        {
-            let t = topic.clone();
-            let bootstrap = tansu.bootstrap();
-            let _ = bootstrap;
-            tansu.create_topic(&t, partitions).expect("topic created");
-        }
+        tansu
+            .create_topic(&topic, partitions)
+            .expect("topic created");
         let store = tempfile::tempdir().expect("tmp store");
-        let spec = format!("name={collection},dim={DIM},metric=l2,field.kind=keyword,field.i=integer");
+        let spec =
+            format!("name={collection},dim={DIM},metric=l2,field.kind=keyword,field.i=integer");
         let brokers = tansu.bootstrap();
         let ingest = eddy_ingest::start(eddy_ingest::IngestConfig::parse_from([
             "eddy-ingest",
@@ -110,13 +115,13 @@ impl Cluster {
             .create()
             .expect("producer");
         let cluster = Cluster {
-            tansu,
+            _tansu: tansu,
             topic,
             ingest: Some(ingest),
             query: Some(query),
             producer,
             http: reqwest::Client::new(),
-            store,
+            _store: store,
         };
         cluster.wait_ready().await;
         cluster
@@ -146,7 +151,10 @@ impl Cluster {
             if ok {
                 return;
             }
-            assert!(Instant::now() < deadline, "query service not ready within 60 s");
+            assert!(
+                Instant::now() < deadline,
+                "query service not ready within 60 s"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -194,7 +202,10 @@ impl Cluster {
             if c == n {
                 return;
             }
-            assert!(Instant::now() < deadline, "count stuck at {c}, expected {n}");
+            assert!(
+                Instant::now() < deadline,
+                "count stuck at {c}, expected {n}"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -212,7 +223,9 @@ impl Cluster {
                 .json()
                 .await
                 .expect("info json");
-            if info["status"]["tail_rows"] == 0 && info["status"]["segments"].as_u64().unwrap_or(0) > 0 {
+            if info["status"]["tail_rows"] == 0
+                && info["status"]["segments"].as_u64().unwrap_or(0) > 0
+            {
                 return info;
             }
             assert!(Instant::now() < deadline, "not sealed within 60 s: {info}");
@@ -254,7 +267,11 @@ pub fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
     text.lines()
         .filter(|l| l.starts_with(name) && !l.starts_with('#'))
         .filter(|l| l[name.len()..].starts_with(['{', ' ']))
-        .filter(|l| labels.iter().all(|(k, v)| l.contains(&format!("{k}=\"{v}\""))))
+        .filter(|l| {
+            labels
+                .iter()
+                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
 }
