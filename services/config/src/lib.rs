@@ -7,6 +7,9 @@
 //! [`apply_config_file`], which sets the environment variables the file names
 //! unless they are already set, before clap parses.
 
+pub mod kafka;
+pub mod metrics;
+
 use std::path::PathBuf;
 
 use anyhow::Context as _;

@@ -7,13 +7,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use eddy_event::Message as EventMessage;
 use eddy_manifest::Store;
 use eddy_model::CollectionDef;
 use parking_lot::Mutex;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, RebalanceProtocol};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{Headers, Message};
+use rdkafka::message::Message;
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientConfig, ClientContext, Offset, TopicPartitionList};
 use tracing::{error, info, warn};
@@ -180,18 +179,7 @@ pub(crate) fn run_worker(
     while !stop.load(Ordering::Relaxed) {
         match consumer.poll(Duration::from_millis(50)) {
             Some(Ok(msg)) => {
-                let content_type = msg.headers().and_then(|headers| {
-                    headers
-                        .iter()
-                        .find(|h| h.key.eq_ignore_ascii_case("content-type"))
-                        .and_then(|h| h.value)
-                        .and_then(|v| std::str::from_utf8(v).ok())
-                });
-                let event = EventMessage {
-                    key: msg.key(),
-                    value: msg.payload(),
-                    content_type,
-                };
+                let event = eddy_config::kafka::event_message(&msg);
                 ctx.state
                     .lock()
                     .apply(msg.partition() as u32, msg.offset(), event);

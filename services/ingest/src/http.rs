@@ -7,7 +7,7 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
-use prometheus::{Encoder, Registry, TextEncoder};
+use prometheus::Registry;
 
 /// Binds `addr` and serves the endpoints; returns the bound address.
 pub(crate) async fn serve(
@@ -29,17 +29,6 @@ pub(crate) async fn serve(
 }
 
 async fn metrics(State(registry): State<Registry>) -> impl IntoResponse {
-    let mut families = registry.gather();
-    families.extend(prometheus::gather());
-    let mut out = Vec::new();
-    if let Err(e) = TextEncoder::new().encode(&families, &mut out) {
-        tracing::warn!(error = %e, "encoding metrics");
-    }
-    (
-        [(
-            header::CONTENT_TYPE,
-            TextEncoder::new().format_type().to_owned(),
-        )],
-        out,
-    )
+    let (content_type, body) = eddy_config::metrics::encode(&registry);
+    ([(header::CONTENT_TYPE, content_type)], body)
 }

@@ -1,7 +1,7 @@
 //! Ingest metrics: handles built from a registry that is passed in.
 
 use prometheus::{
-    exponential_buckets, Histogram, HistogramOpts, IntCounterVec, IntGaugeVec, Opts, Registry,
+    exponential_buckets, Histogram, HistogramOpts, IntCounterVec, IntGaugeVec, Registry,
 };
 
 /// Metric handles of eddy-ingest.
@@ -34,17 +34,9 @@ pub struct IngestMetrics {
 impl IngestMetrics {
     /// Registers every ingest metric in `registry`.
     pub fn new(registry: &Registry) -> prometheus::Result<Self> {
-        let counter =
-            |name: &str, help: &str, labels: &[&str]| -> prometheus::Result<IntCounterVec> {
-                let c = IntCounterVec::new(Opts::new(name, help), labels)?;
-                registry.register(Box::new(c.clone()))?;
-                Ok(c)
-            };
-        let gauge = |name: &str, help: &str, labels: &[&str]| -> prometheus::Result<IntGaugeVec> {
-            let g = IntGaugeVec::new(Opts::new(name, help), labels)?;
-            registry.register(Box::new(g.clone()))?;
-            Ok(g)
-        };
+        use eddy_config::metrics::{counter as c, gauge as g};
+        let counter = |name: &str, help: &str, labels: &[&str]| c(registry, name, help, labels);
+        let gauge = |name: &str, help: &str, labels: &[&str]| g(registry, name, help, labels);
         let seal_seconds = Histogram::with_opts(
             HistogramOpts::new(
                 "eddy_ingest_seal_duration_seconds",

@@ -30,6 +30,7 @@ pub struct Engine {
     tail: TailConfig,
     manifest_poll: Duration,
     max_wait: Duration,
+    max_tail_rows: usize,
 }
 
 impl Engine {
@@ -41,6 +42,7 @@ impl Engine {
         search_threads: usize,
         manifest_poll: Duration,
         max_wait: Duration,
+        max_tail_rows: usize,
     ) -> Result<Arc<Self>, rayon::ThreadPoolBuildError> {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(search_threads.max(1))
@@ -54,6 +56,7 @@ impl Engine {
             tail,
             manifest_poll,
             max_wait,
+            max_tail_rows,
         }))
     }
 
@@ -78,9 +81,26 @@ impl Engine {
         all
     }
 
-    /// Whether every collection serves (snapshot installed, tail running).
-    pub fn is_ready(&self) -> bool {
-        self.collections.read().values().all(|c| c.is_ready())
+    /// Collections that do not serve well, with the reason: still loading,
+    /// or a tail past `--max-tail-rows` (ingest is not sealing).
+    pub fn not_ready(&self) -> Vec<(String, String)> {
+        self.collections()
+            .iter()
+            .filter_map(|c| {
+                let tail = c.live.read().tail.live_rows();
+                let reason = if !c.is_ready() {
+                    "loading: first snapshot or tail assignment pending".to_owned()
+                } else if tail > self.max_tail_rows {
+                    format!(
+                        "tail holds {tail} rows, over the limit of {}: is eddy-ingest sealing?",
+                        self.max_tail_rows
+                    )
+                } else {
+                    return None;
+                };
+                Some((c.def.name.clone(), reason))
+            })
+            .collect()
     }
 
     /// Creates a collection in the store (idempotent) and starts serving it.

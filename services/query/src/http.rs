@@ -1,7 +1,7 @@
 //! The HTTP JSON API (axum): search, batch search, collections, points,
 //! count, health, readiness and metrics.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use eddy_model::{CollectionDef, FieldType, IdType, Metric, PointId};
-use prometheus::{Encoder, Registry, TextEncoder};
+use prometheus::Registry;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -406,37 +406,19 @@ async fn count(
 }
 
 async fn readyz(State(state): State<HttpState>) -> Response {
-    let pending: HashMap<String, bool> = state
-        .engine
-        .collections()
-        .iter()
-        .filter(|c| !c.is_ready())
-        .map(|c| (c.def.name.clone(), false))
-        .collect();
-    if pending.is_empty() {
+    let not_ready: BTreeMap<String, String> = state.engine.not_ready().into_iter().collect();
+    if not_ready.is_empty() {
         (StatusCode::OK, "ready").into_response()
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"ready": false, "not_ready": pending})),
+            Json(json!({"ready": false, "not_ready": not_ready})),
         )
             .into_response()
     }
 }
 
 async fn metrics(State(state): State<HttpState>) -> Response {
-    let mut families = state.registry.gather();
-    families.extend(prometheus::gather());
-    let mut out = Vec::new();
-    if let Err(e) = TextEncoder::new().encode(&families, &mut out) {
-        tracing::warn!(error = %e, "encoding metrics");
-    }
-    (
-        [(
-            header::CONTENT_TYPE,
-            TextEncoder::new().format_type().to_owned(),
-        )],
-        out,
-    )
-        .into_response()
+    let (content_type, body) = eddy_config::metrics::encode(&state.registry);
+    ([(header::CONTENT_TYPE, content_type)], body).into_response()
 }

@@ -88,6 +88,11 @@ pub struct QueryConfig {
     #[arg(long, env = "EDDY_SEARCH_THREADS", default_value_t = 0)]
     pub search_threads: usize,
 
+    /// Tail rows above which `/readyz` reports not ready: ingest is not
+    /// sealing, so the tail (searched exactly) would grow without bound.
+    #[arg(long, env = "EDDY_MAX_TAIL_ROWS", default_value_t = 1_000_000)]
+    pub max_tail_rows: usize,
+
     /// Longest a request waits for its `min_offsets` (ms).
     #[arg(long, env = "EDDY_MAX_WAIT_MS", default_value_t = 5_000)]
     pub max_wait_ms: u64,
@@ -152,6 +157,7 @@ pub async fn start(config: QueryConfig) -> Result<Query, Error> {
         threads,
         Duration::from_millis(config.manifest_poll_ms.max(10)),
         Duration::from_millis(config.max_wait_ms),
+        config.max_tail_rows,
     )?;
     engine.refresh();
 

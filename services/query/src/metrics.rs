@@ -1,8 +1,6 @@
 //! Query metrics: handles built from a registry that is passed in.
 
-use prometheus::{
-    exponential_buckets, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
-};
+use prometheus::{exponential_buckets, HistogramVec, IntCounterVec, IntGaugeVec, Registry};
 
 /// Metric handles of eddy-query.
 #[derive(Debug, Clone)]
@@ -47,25 +45,11 @@ fn latency_buckets() -> Vec<f64> {
 impl QueryMetrics {
     /// Registers every query metric in `registry`.
     pub fn new(registry: &Registry) -> prometheus::Result<Self> {
-        let counter =
-            |name: &str, help: &str, labels: &[&str]| -> prometheus::Result<IntCounterVec> {
-                let c = IntCounterVec::new(Opts::new(name, help), labels)?;
-                registry.register(Box::new(c.clone()))?;
-                Ok(c)
-            };
-        let gauge = |name: &str, help: &str, labels: &[&str]| -> prometheus::Result<IntGaugeVec> {
-            let g = IntGaugeVec::new(Opts::new(name, help), labels)?;
-            registry.register(Box::new(g.clone()))?;
-            Ok(g)
-        };
-        let histogram = |name: &str,
-                         help: &str,
-                         labels: &[&str],
-                         buckets: Vec<f64>|
-         -> prometheus::Result<HistogramVec> {
-            let h = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels)?;
-            registry.register(Box::new(h.clone()))?;
-            Ok(h)
+        use eddy_config::metrics::{counter as c, gauge as g, histogram as h};
+        let counter = |name: &str, help: &str, labels: &[&str]| c(registry, name, help, labels);
+        let gauge = |name: &str, help: &str, labels: &[&str]| g(registry, name, help, labels);
+        let histogram = |name: &str, help: &str, labels: &[&str], buckets: Vec<f64>| {
+            h(registry, name, help, labels, buckets)
         };
         let metrics = Self {
             requests: counter(

@@ -7,9 +7,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use eddy_event::{Event, Message as EventMessage};
+use eddy_event::Event;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{BorrowedMessage, Headers, Message};
+use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use tracing::{info, warn};
 
@@ -144,18 +144,7 @@ fn apply_batch(collection: &Collection, batch: &[BorrowedMessage<'_>], metrics: 
                 continue;
             }
             live.applied.insert(partition, offset + 1);
-            let content_type = msg.headers().and_then(|headers| {
-                headers
-                    .iter()
-                    .find(|h| h.key.eq_ignore_ascii_case("content-type"))
-                    .and_then(|h| h.value)
-                    .and_then(|v| std::str::from_utf8(v).ok())
-            });
-            let event = EventMessage {
-                key: msg.key(),
-                value: msg.payload(),
-                content_type,
-            };
+            let event = eddy_config::kafka::event_message(msg);
             let outcome = match eddy_event::decode(&collection.def, event) {
                 Ok(Event::Upsert(point)) => {
                     let payload = if point.payload.is_empty() {

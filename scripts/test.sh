@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The test command: installs what the tests need when missing (Tansu, pyarrow,
+# numpy, build packages), checks formatting and lints, then runs every test,
+# including the SIMD kernels with the AVX2 and scalar backends forced.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n== %s\n' "$*"; }
+
+if ! dpkg -s zlib1g-dev make gcc >/dev/null 2>&1; then
+  log "installing build packages (apt-get)"
+  apt-get update -qq && apt-get install -y -qq zlib1g-dev make gcc >/dev/null
+fi
+
+export PATH="$HOME/.cargo/bin:$PATH"
+if ! command -v tansu >/dev/null 2>&1; then
+  log "installing the Tansu broker (cargo install --locked tansu --features libsql)"
+  cargo install --locked tansu --features libsql
+fi
+
+PYTHON=${PYTHON:-python3}
+export PYTHON
+if ! "$PYTHON" -c 'import pyarrow, numpy' >/dev/null 2>&1; then
+  log "installing pyarrow and numpy (pip)"
+  "$PYTHON" -m pip install --quiet pyarrow numpy
+fi
+
+log "cargo fmt --check"
+cargo fmt --all --check
+
+log "cargo clippy"
+cargo clippy --locked --workspace --all-targets -- -D warnings
+
+log "cargo test (best kernel backend: $(grep -o -m1 -w 'avx512f\|avx2' /proc/cpuinfo 2>/dev/null || echo scalar))"
+cargo test --locked --workspace
+
+if grep -q -w avx2 /proc/cpuinfo 2>/dev/null; then
+  log "kernel and quantizer tests with the AVX2 backend forced"
+  EDDY_KERNELS_BACKEND=avx2 cargo test --locked -p eddy-kernels -p eddy-quant
+fi
+log "kernel tests with the scalar backend forced"
+EDDY_KERNELS_BACKEND=scalar cargo test --locked -p eddy-kernels
