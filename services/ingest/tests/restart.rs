@@ -27,7 +27,25 @@ fn vector(id: u64, version: u64) -> Vec<f32> {
         .collect()
 }
 
-fn spawn_ingest(store: &std::path::Path, brokers: &str, log: &std::path::Path) -> Child {
+/// An eddy-ingest process, killed with SIGKILL when dropped (also when a
+/// failed assertion unwinds the test).
+struct Ingest(Child);
+
+impl Ingest {
+    fn kill(&mut self) {
+        // Already exited is fine: the point is that it no longer runs.
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Ingest {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn spawn_ingest(store: &std::path::Path, brokers: &str, log: &std::path::Path) -> Ingest {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -48,6 +66,7 @@ fn spawn_ingest(store: &std::path::Path, brokers: &str, log: &std::path::Path) -
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
+        .map(Ingest)
         .expect("eddy-ingest starts")
 }
 
@@ -121,8 +140,7 @@ async fn sigkill_mid_stream_loses_and_doubles_nothing() {
         expected.insert(id, (!delete).then_some(version));
         if n == EVENTS / 3 || n == 2 * EVENTS / 3 {
             // SIGKILL: no chance to seal or commit.
-            ingest.kill().expect("kill");
-            ingest.wait().expect("reaped");
+            ingest.kill();
             tokio::time::sleep(Duration::from_millis(50)).await;
             ingest = spawn_ingest(&store_dir, &brokers, &log);
         }
@@ -135,8 +153,7 @@ async fn sigkill_mid_stream_loses_and_doubles_nothing() {
     tokio::task::spawn_blocking(move || wait_covered(&s, &b, &l))
         .await
         .expect("join");
-    ingest.kill().expect("kill");
-    ingest.wait().expect("reaped");
+    ingest.kill();
 
     // fsck over the stored segments: every live id exactly once.
     let (report, counts) = fsck(&store, "crash").expect("fsck");

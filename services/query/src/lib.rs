@@ -186,6 +186,11 @@ pub async fn start(config: QueryConfig) -> Result<Query, Error> {
         engine: engine.clone(),
         registry,
     });
+    let http_listener = axum::serve::ListenerExt::tap_io(http_listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY");
+        }
+    });
     let mut tasks = vec![tokio::spawn(async move {
         if let Err(e) = axum::serve(http_listener, app).await {
             tracing::error!(error = %e, "HTTP server stopped");
@@ -193,7 +198,10 @@ pub async fn start(config: QueryConfig) -> Result<Query, Error> {
     })];
     let flight = flight::make_server(engine.clone());
     tasks.push(tokio::spawn(async move {
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(flight_listener);
+        // No Nagle: small result messages would otherwise wait for the
+        // client's delayed ACK (~40 ms per DoGet).
+        let incoming =
+            tonic::transport::server::TcpIncoming::from(flight_listener).with_nodelay(Some(true));
         if let Err(e) = tonic::transport::Server::builder()
             .add_service(flight)
             .serve_with_incoming(incoming)
