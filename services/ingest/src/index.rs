@@ -37,18 +37,9 @@ impl LiveIndex {
             let slot = match self.slot_of.get(&entry.id) {
                 Some(&slot) => slot,
                 None => {
-                    let slot = self.slots.len() as u32;
                     let seg = Segment::open(&store.segment_path(&manifest.collection, &entry.id))?;
-                    for row in 0..seg.rows() as u32 {
-                        if let Some(id) = seg.id(row) {
-                            self.rows.insert(id, (slot, row));
-                        }
-                    }
-                    self.slots.push(entry.id.clone());
-                    self.slot_of.insert(entry.id.clone(), slot);
-                    self.deleted.push(RoaringBitmap::new());
-                    self.delete_files.push(None);
-                    slot
+                    let ids = (0..seg.rows() as u32).filter_map(|row| seg.id(row));
+                    self.add_segment(&entry.id, ids)
                 }
             };
             let s = slot as usize;
@@ -62,6 +53,23 @@ impl LiveIndex {
             }
         }
         Ok(())
+    }
+
+    /// Registers segment `segment` whose row `i` holds the `i`-th id, without
+    /// reading it back (a seal knows what it just wrote).
+    pub fn add_segment(&mut self, segment: &str, ids: impl Iterator<Item = PointId>) -> u32 {
+        if let Some(&slot) = self.slot_of.get(segment) {
+            return slot;
+        }
+        let slot = self.slots.len() as u32;
+        for (row, id) in ids.enumerate() {
+            self.rows.insert(id, (slot, row as u32));
+        }
+        self.slots.push(segment.to_owned());
+        self.slot_of.insert(segment.to_owned(), slot);
+        self.deleted.push(RoaringBitmap::new());
+        self.delete_files.push(None);
+        slot
     }
 
     /// Where the current sealed row of `id` is, as (segment id, row).

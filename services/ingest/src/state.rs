@@ -330,6 +330,11 @@ impl CollectionState {
             }
             match self.store.publish(&next) {
                 Ok(()) => {
+                    if let Some((id, ..)) = &new_segment {
+                        let ids = self.buffer.live_row_refs().map(|r| r.id.clone());
+                        self.index.add_segment(id, ids);
+                    }
+                    // Only the delete files this seal wrote are read back.
                     self.index.sync(&self.store, &next)?;
                     let version = next.version;
                     self.manifest = next;

@@ -99,16 +99,17 @@ enum Source {
 
 impl Collection {
     /// Runs prepared queries against the current snapshot and tail.
+    ///
+    /// The read lock is taken per query, not per batch, so a long batch never
+    /// holds the tail writer back; the offsets reported are those of the
+    /// first query, a lower bound for the whole batch.
     pub fn search(&self, queries: &[Vec<f32>], params: &SearchParams) -> BatchResult {
-        let live = self.live.read();
+        let offsets = self.live.read().visible_offsets();
         let hits = queries
             .iter()
-            .map(|q| search_one(&live, q, params))
+            .map(|q| search_one(&self.live.read(), q, params))
             .collect();
-        BatchResult {
-            hits,
-            offsets: live.visible_offsets(),
-        }
+        BatchResult { hits, offsets }
     }
 
     /// Segments a query searches now.
