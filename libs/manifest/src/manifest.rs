@@ -31,6 +31,10 @@ pub struct SegmentEntry {
     pub deleted: u64,
     /// Per partition, the first and last source offset of the rows.
     pub offset_ranges: BTreeMap<u32, (i64, i64)>,
+    /// The segment's index file (`segments/<name>`: graph and codes) once it
+    /// is built; until then the segment is searched by exact scan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<String>,
 }
 
 impl SegmentEntry {

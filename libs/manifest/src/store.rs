@@ -244,6 +244,17 @@ impl Store {
             .join(format!("{id}.seg"))
     }
 
+    /// A fresh, unique name for an index file of segment `segment` (unique so
+    /// two processes indexing the same segment never write the same file).
+    pub fn new_index_name(&self, segment: &str) -> String {
+        format!("{segment}-{}.idx", unique_suffix())
+    }
+
+    /// Path of an index file named `name` (see `SegmentEntry::index`).
+    pub fn index_path(&self, collection: &str, name: &str) -> PathBuf {
+        self.dir(collection).join("segments").join(name)
+    }
+
     /// Writes the delete bitmap of segment `segment` as a new file and
     /// returns its name (to be referenced by the next manifest).
     pub fn write_deletes(

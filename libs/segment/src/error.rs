@@ -34,6 +34,9 @@ pub enum Error {
         /// Version this build writes.
         current: u32,
     },
+    /// Building a segment's index (graph, codes) failed.
+    #[error("building the segment index: {0}")]
+    Index(String),
     /// A row does not fit the segment (wrong dimension, id of another type).
     #[error("invalid row: {0}")]
     InvalidRow(String),

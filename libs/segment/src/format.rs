@@ -53,6 +53,9 @@ pub enum Section {
     PayloadBytes = 8,
     /// JSON [`crate::SegmentMeta`]: offset ranges per partition.
     Meta = 9,
+    /// Roaring-bitmap payload index (`eddy_filter` format), present when the
+    /// collection declares indexed payload fields.
+    PayloadIndex = 10,
 }
 
 /// Byte code of a metric in the header.

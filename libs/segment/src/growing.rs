@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use eddy_model::{IdType, Metric, PointId};
+use eddy_model::{FieldType, IdType, Metric, PointId};
 
 use crate::search::{exact_scan, Neighbor, VectorSearch};
 use crate::{Result, SegmentWriter};
@@ -198,9 +198,11 @@ impl Growing {
             .map(|r| self.row(r))
     }
 
-    /// Writes the live rows as a segment file; returns its size in bytes.
-    pub fn write_segment(&self, path: &Path) -> Result<u64> {
-        let mut writer = SegmentWriter::new(self.dim, self.metric, self.id_type);
+    /// Writes the live rows as a segment file, with a payload index over
+    /// `indexed` fields; returns its size in bytes.
+    pub fn write_segment(&self, path: &Path, indexed: &BTreeMap<String, FieldType>) -> Result<u64> {
+        let mut writer =
+            SegmentWriter::new(self.dim, self.metric, self.id_type).with_payload_index(indexed);
         for row in self.live_row_refs() {
             writer.push(row)?;
         }
@@ -299,7 +301,7 @@ mod tests {
         g.upsert(PointId::Str("b".into()), &[0.0, 1.0, 0.0], b"", 2, 8);
         g.upsert(PointId::Str("c".into()), &[0.0, 0.0, 1.0], b"", 0, 3);
         g.delete(PointId::Str("b".into()), 2, 9);
-        g.write_segment(&path).expect("write");
+        g.write_segment(&path, &BTreeMap::new()).expect("write");
         let seg = Segment::open(&path).expect("open");
         assert_eq!(seg.rows(), 2);
         assert_eq!(seg.id(0), Some(PointId::Str("a".into())));

@@ -9,9 +9,12 @@
 
 mod error;
 mod format;
+mod framed;
 mod growing;
 mod ids;
+mod index_file;
 mod reader;
+mod sealed;
 mod search;
 mod writer;
 
@@ -19,6 +22,11 @@ pub use error::{Error, Result};
 pub use format::{FORMAT_VERSION, OLDEST_SUPPORTED_VERSION};
 pub use growing::{Growing, RowRef, Touch};
 pub use ids::Ids;
+pub use index_file::{IndexSection, IndexWriter, SegmentIndex, INDEX_FORMAT_VERSION};
 pub use reader::Segment;
+pub use sealed::{
+    build_index, check_index, filter_rows, search_sealed, IndexParams, Quantization, SealedQuery,
+    DEFAULT_EF, MIN_GRAPH_ROWS,
+};
 pub use search::{exact_scan, rank_key, ExactScan, Neighbor, TopK, VectorSearch};
 pub use writer::{SegmentMeta, SegmentWriter};

@@ -1,14 +1,12 @@
 //! Reading a segment: map the file, check it once, view sections in place.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use eddy_model::{IdType, Metric, PointId};
-use memmap2::Mmap;
-
-use crate::format::{self, Section, FOOTER_LEN, FOOTER_MAGIC, HEADER_LEN, MAGIC, TABLE_ENTRY_LEN};
+use crate::format::{self, Section, MAGIC};
+use crate::framed::{le_u32, le_u64, Expect, Framed};
 use crate::{Error, Ids, Result, SegmentMeta};
+use eddy_model::{IdType, Metric, PointId};
 
 /// A sealed, memory-mapped segment.
 ///
@@ -16,91 +14,41 @@ use crate::{Error, Ids, Result, SegmentMeta};
 /// that every accessor is a view into the map with no copying.
 #[derive(Debug)]
 pub struct Segment {
-    path: PathBuf,
-    map: Mmap,
+    file: Framed,
     dim: usize,
     metric: Metric,
     id_type: IdType,
     rows: usize,
-    sections: HashMap<u32, (usize, usize)>,
     meta: SegmentMeta,
     id_index: HashMap<PointId, u32>,
-}
-
-fn le_u32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-fn le_u64(b: &[u8], at: usize) -> u64 {
-    let mut x = [0u8; 8];
-    x.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(x)
 }
 
 impl Segment {
     /// Maps and checks the segment file at `path`.
     pub fn open(path: &Path) -> Result<Segment> {
-        let file = File::open(path).map_err(Error::io(path))?;
-        let map = map_file(&file, path)?;
-        let bad = |reason: String| Error::corrupt(path, reason);
-        let b: &[u8] = &map;
-        if b.len() < HEADER_LEN + FOOTER_LEN || b[0..8] != MAGIC {
-            return Err(bad("not an eddy segment (bad magic or too short)".into()));
-        }
-        let version = le_u32(b, 8);
-        if !(format::OLDEST_SUPPORTED_VERSION..=format::FORMAT_VERSION).contains(&version) {
-            return Err(Error::UnsupportedVersion {
-                path: path.to_owned(),
-                found: version,
+        let file = Framed::open(
+            path,
+            &Expect {
+                magic: MAGIC,
+                what: "segment",
                 oldest: format::OLDEST_SUPPORTED_VERSION,
                 current: format::FORMAT_VERSION,
-            });
-        }
-        let footer = &b[b.len() - FOOTER_LEN..];
-        if footer[8..16] != FOOTER_MAGIC {
-            return Err(bad("bad footer magic (truncated file?)".into()));
-        }
-        let stored_crc = le_u32(footer, 0);
-        let actual_crc = crc32fast::hash(&b[..b.len() - FOOTER_LEN]);
-        if stored_crc != actual_crc {
-            return Err(bad(format!(
-                "checksum mismatch: stored {stored_crc:08x}, computed {actual_crc:08x}"
-            )));
-        }
+            },
+        )?;
+        let bad = |reason: String| Error::corrupt(path, reason);
+        let b = file.header();
         let dim = le_u32(b, 16) as usize;
         let metric = format::metric_from_code(b[20])
             .ok_or_else(|| bad(format!("unknown metric code {}", b[20])))?;
         let id_type = format::id_type_from_code(b[21])
             .ok_or_else(|| bad(format!("unknown id type code {}", b[21])))?;
         let rows = usize::try_from(le_u64(b, 24)).map_err(|_| bad("row count overflows".into()))?;
-        let n_sections = le_u32(b, 32) as usize;
-        let body_end = b.len() - FOOTER_LEN;
-        if HEADER_LEN + n_sections * TABLE_ENTRY_LEN > body_end {
-            return Err(bad("section table runs past the end".into()));
-        }
-        let mut sections = HashMap::new();
-        for i in 0..n_sections {
-            let at = HEADER_LEN + i * TABLE_ENTRY_LEN;
-            let kind = le_u32(b, at);
-            let offset = usize::try_from(le_u64(b, at + 8)).unwrap_or(usize::MAX);
-            let len = usize::try_from(le_u64(b, at + 16)).unwrap_or(usize::MAX);
-            if offset % format::ALIGN != 0
-                || offset.checked_add(len).is_none_or(|end| end > body_end)
-            {
-                return Err(bad(format!(
-                    "section {kind} at {offset}+{len} is out of bounds"
-                )));
-            }
-            sections.insert(kind, (offset, len));
-        }
         let mut seg = Segment {
-            path: path.to_owned(),
-            map,
+            file,
             dim,
             metric,
             id_type,
             rows,
-            sections,
             meta: SegmentMeta::default(),
             id_index: HashMap::new(),
         };
@@ -108,14 +56,14 @@ impl Segment {
         seg.meta = serde_json::from_slice(seg.section(Section::Meta))
             .map_err(|e| bad(format!("meta section: {e}")))?;
         seg.id_index = seg.build_id_index()?;
+        if let Some(Err(e)) = seg.payload_index() {
+            return Err(bad(format!("payload index: {e}")));
+        }
         Ok(seg)
     }
 
     fn section(&self, kind: Section) -> &[u8] {
-        match self.sections.get(&(kind as u32)) {
-            Some(&(offset, len)) => &self.map[offset..offset + len],
-            None => &[],
-        }
+        self.file.section(kind as u32)
     }
 
     fn typed<T: bytemuck::Pod>(&self, kind: Section) -> &[T] {
@@ -129,7 +77,7 @@ impl Segment {
             let bytes = self.section(kind);
             if bytes.len() != elem * count {
                 return Err(Error::corrupt(
-                    &self.path,
+                    &self.file.path,
                     format!(
                         "section {kind:?} holds {} bytes, expected {}",
                         bytes.len(),
@@ -152,7 +100,7 @@ impl Segment {
             for &o in offsets {
                 if o < prev || o as usize > data_len {
                     return Err(Error::corrupt(
-                        &self.path,
+                        &self.file.path,
                         format!("{what} offsets are not monotonic"),
                     ));
                 }
@@ -180,7 +128,10 @@ impl Segment {
         let mut index = HashMap::with_capacity(self.rows);
         for row in 0..self.rows {
             let id = ids.get(row).ok_or_else(|| {
-                Error::corrupt(&self.path, format!("id of row {row} is not valid UTF-8"))
+                Error::corrupt(
+                    &self.file.path,
+                    format!("id of row {row} is not valid UTF-8"),
+                )
             })?;
             // A later row of the same id (an upsert within one seal) wins.
             index.insert(id, row as u32);
@@ -188,9 +139,20 @@ impl Segment {
         Ok(index)
     }
 
+    /// The payload index, when the collection declared indexed fields at
+    /// seal time. The file checksum covers it, so only its structure is
+    /// checked here (cheap: header and field table).
+    pub fn payload_index(
+        &self,
+    ) -> Option<std::result::Result<eddy_filter::PayloadIndexView<'_>, eddy_filter::IndexError>>
+    {
+        let bytes = self.section(Section::PayloadIndex);
+        (!bytes.is_empty()).then(|| eddy_filter::PayloadIndexView::open_unverified(bytes))
+    }
+
     /// The file this segment was mapped from.
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.file.path
     }
 
     /// Vector dimension.
@@ -215,7 +177,7 @@ impl Segment {
 
     /// Size of the mapped file in bytes.
     pub fn file_len(&self) -> usize {
-        self.map.len()
+        self.file.map.len()
     }
 
     /// Offset ranges and creation time.
@@ -280,14 +242,4 @@ impl Segment {
         );
         &self.section(Section::PayloadBytes)[start..end]
     }
-}
-
-#[expect(unsafe_code, reason = "memory-mapping a file is unsafe by nature")]
-fn map_file(file: &File, path: &Path) -> Result<Mmap> {
-    // SAFETY: segment files are immutable once written (they are created under
-    // a temporary name, fsynced and renamed into place, and never opened for
-    // writing again), so the mapped bytes cannot change under us. A file
-    // truncated by an outside actor would be an operator error; every offset
-    // we read is bounds-checked against the map's length at open.
-    unsafe { Mmap::map(file) }.map_err(Error::io(path))
 }

@@ -1,16 +1,13 @@
 //! Writing a segment file: rows in, one fsynced immutable file out.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File};
-use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use eddy_model::{IdType, Metric, PointId};
+use eddy_model::{FieldType, IdType, Metric, PointId};
 use serde::{Deserialize, Serialize};
 
-use crate::format::{
-    self, Section, ALIGN, FOOTER_LEN, FOOTER_MAGIC, HEADER_LEN, MAGIC, TABLE_ENTRY_LEN,
-};
+use crate::format::{self, Section, HEADER_LEN, MAGIC};
+use crate::framed;
 use crate::{Error, Result, RowRef};
 
 /// Metadata stored in a segment's `Meta` section.
@@ -37,6 +34,7 @@ pub struct SegmentWriter {
     payload_offsets: Vec<u64>,
     payload_bytes: Vec<u8>,
     meta: SegmentMeta,
+    payload_index: Option<eddy_filter::PayloadIndexBuilder>,
 }
 
 impl SegmentWriter {
@@ -55,7 +53,15 @@ impl SegmentWriter {
             payload_offsets: vec![0],
             payload_bytes: Vec::new(),
             meta: SegmentMeta::default(),
+            payload_index: None,
         }
+    }
+
+    /// Also builds a payload index over these fields (none when empty).
+    pub fn with_payload_index(mut self, fields: &BTreeMap<String, FieldType>) -> Self {
+        self.payload_index =
+            (!fields.is_empty()).then(|| eddy_filter::PayloadIndexBuilder::new(fields));
+        self
     }
 
     /// Rows added so far.
@@ -79,6 +85,13 @@ impl SegmentWriter {
                 self.ids_str_offsets.push(self.ids_str_bytes.len() as u64);
             }
             (id, t) => return Err(Error::InvalidRow(format!("id {id} is not of type {t}"))),
+        }
+        if let Some(index) = &mut self.payload_index {
+            if !row.payload_json.is_empty() {
+                if let Ok(payload) = serde_json::from_slice::<serde_json::Value>(row.payload_json) {
+                    index.add(self.partitions.len() as u32, &payload);
+                }
+            }
         }
         self.vectors.extend_from_slice(row.vector);
         self.partitions.push(row.partition);
@@ -123,91 +136,26 @@ impl SegmentWriter {
         ));
         sections.push((Section::PayloadBytes, &self.payload_bytes));
         sections.push((Section::Meta, &meta_json));
+        let payload_index = self
+            .payload_index
+            .take()
+            .map(|b| b.finish(self.partitions.len() as u32));
+        if let Some(bytes) = &payload_index {
+            sections.push((Section::PayloadIndex, bytes));
+        }
 
         let mut header = [0u8; HEADER_LEN];
         header[0..8].copy_from_slice(&MAGIC);
         header[8..12].copy_from_slice(&format::FORMAT_VERSION.to_le_bytes());
-        header[12..16].copy_from_slice(&(HEADER_LEN as u32).to_le_bytes());
         header[16..20].copy_from_slice(&(self.dim as u32).to_le_bytes());
         header[20] = format::metric_code(self.metric);
         header[21] = format::id_type_code(self.id_type);
         header[24..32].copy_from_slice(&(self.partitions.len() as u64).to_le_bytes());
-        header[32..36].copy_from_slice(&(sections.len() as u32).to_le_bytes());
         header[40..48].copy_from_slice(&self.meta.created_ms.to_le_bytes());
-
-        let mut table = Vec::with_capacity(sections.len() * TABLE_ENTRY_LEN);
-        let mut pos = format::align_up(HEADER_LEN + sections.len() * TABLE_ENTRY_LEN);
-        for (kind, bytes) in &sections {
-            table.extend_from_slice(&(*kind as u32).to_le_bytes());
-            table.extend_from_slice(&0u32.to_le_bytes());
-            table.extend_from_slice(&(pos as u64).to_le_bytes());
-            table.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
-            pos = format::align_up(pos + bytes.len());
-        }
-
-        let tmp = path.with_extension("tmp");
-        let file = File::create(&tmp).map_err(Error::io(&tmp))?;
-        let mut out = CrcWriter {
-            inner: BufWriter::with_capacity(1 << 20, file),
-            crc: crc32fast::Hasher::new(),
-            written: 0,
-        };
-        out.write_all(&header).map_err(Error::io(&tmp))?;
-        out.write_all(&table).map_err(Error::io(&tmp))?;
-        for (_, bytes) in &sections {
-            out.pad_to(ALIGN).map_err(Error::io(&tmp))?;
-            out.write_all(bytes).map_err(Error::io(&tmp))?;
-        }
-        out.pad_to(ALIGN).map_err(Error::io(&tmp))?;
-        let crc = out.crc.clone().finalize();
-        let mut footer = [0u8; FOOTER_LEN];
-        footer[0..4].copy_from_slice(&crc.to_le_bytes());
-        footer[8..16].copy_from_slice(&FOOTER_MAGIC);
-        out.write_all(&footer).map_err(Error::io(&tmp))?;
-        let size = out.written;
-        let file = out.inner.into_inner().map_err(|e| Error::Io {
-            path: tmp.clone(),
-            source: e.into_error(),
-        })?;
-        file.sync_all().map_err(Error::io(&tmp))?;
-        drop(file);
-        fs::rename(&tmp, path).map_err(Error::io(path))?;
-        if let Some(dir) = path.parent() {
-            File::open(dir)
-                .and_then(|d| d.sync_all())
-                .map_err(Error::io(dir))?;
-        }
-        Ok(size)
-    }
-}
-
-/// A writer that checksums and counts what passes through it.
-struct CrcWriter<W> {
-    inner: W,
-    crc: crc32fast::Hasher,
-    written: u64,
-}
-
-impl<W: Write> CrcWriter<W> {
-    fn pad_to(&mut self, align: usize) -> std::io::Result<()> {
-        const ZEROS: [u8; ALIGN] = [0; ALIGN];
-        let rem = (self.written as usize) % align;
-        if rem != 0 {
-            self.write_all(&ZEROS[..align - rem])?;
-        }
-        Ok(())
-    }
-}
-
-impl<W: Write> Write for CrcWriter<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.crc.update(&buf[..n]);
-        self.written += n as u64;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
+        let sections: Vec<(u32, &[u8])> = sections
+            .into_iter()
+            .map(|(kind, bytes)| (kind as u32, bytes))
+            .collect();
+        framed::write(path, header, &sections)
     }
 }

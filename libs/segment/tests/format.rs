@@ -1,9 +1,10 @@
 //! Format guarantees of sealed segments: golden files reopen, damage and
 //! unsupported versions are reported clearly, and search is exact.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use eddy_model::{IdType, Metric, PointId};
+use eddy_model::{FieldType, IdType, Metric, PointId};
 use eddy_segment::{Error, ExactScan, Growing, Segment, VectorSearch, FORMAT_VERSION};
 
 fn golden(version: u32) -> PathBuf {
@@ -37,7 +38,9 @@ fn golden_file_of_the_current_format_reopens() {
     let path = golden(FORMAT_VERSION);
     if std::env::var_os("EDDY_WRITE_GOLDEN").is_some() {
         std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-        golden_rows().write_segment(&path).expect("write golden");
+        golden_rows()
+            .write_segment(&path, &BTreeMap::new())
+            .expect("write golden");
     }
     let seg = Segment::open(&path).expect("golden segment opens");
     assert_eq!(
@@ -51,6 +54,34 @@ fn golden_file_of_the_current_format_reopens() {
     let hits = ExactScan(&seg).search(&[3.0, 2.0, 1.0], 2, &|_| true);
     assert_eq!(hits[0].row, 2);
     assert_eq!(hits[0].key, 0.0);
+}
+
+/// The golden segment of a collection with an indexed payload field: the
+/// optional payload-index section reopens and answers filters.
+#[test]
+fn golden_file_with_a_payload_index_reopens() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("tests/data/v{FORMAT_VERSION}-payload-index.seg"));
+    let fields = BTreeMap::from([("name".to_owned(), FieldType::Keyword)]);
+    if std::env::var_os("EDDY_WRITE_GOLDEN").is_some() {
+        golden_rows()
+            .write_segment(&path, &fields)
+            .expect("write golden");
+    }
+    let seg = Segment::open(&path).expect("golden segment opens");
+    let index = seg
+        .payload_index()
+        .expect("has a payload index")
+        .expect("index opens");
+    let filter = eddy_filter::Filter::parse(
+        &serde_json::json!({"must": [{"key": "name", "match": {"value": "ten-v2"}}]}),
+        &fields,
+    )
+    .expect("filter");
+    let rows: Vec<u32> = index.evaluate(&filter).expect("evaluate").iter().collect();
+    assert_eq!(rows, vec![2]);
+    let plain = Segment::open(&golden(FORMAT_VERSION)).expect("plain golden");
+    assert!(plain.payload_index().is_none());
 }
 
 #[test]

@@ -43,10 +43,25 @@ pub struct CommonArgs {
 }
 
 fn parse_key_value(s: &str) -> Result<(String, String), String> {
+    // An empty entry (`EDDY_KAFKA_PROPERTIES=""`, a trailing `;`) sets nothing.
+    if s.trim().is_empty() {
+        return Ok((String::new(), String::new()));
+    }
     let (k, v) = s
         .split_once('=')
         .ok_or_else(|| format!("expected key=value, got {s:?}"))?;
     Ok((k.trim().to_owned(), v.to_owned()))
+}
+
+impl CommonArgs {
+    /// The librdkafka properties to pass through, without empty entries.
+    pub fn kafka_client_properties(&self) -> Vec<(String, String)> {
+        self.kafka_properties
+            .iter()
+            .filter(|(k, _)| !k.is_empty())
+            .cloned()
+            .collect()
+    }
 }
 
 /// Reads the TOML file named by `--config FILE` / `--config=FILE` in `args`
@@ -189,5 +204,21 @@ collections = ["name=a,dim=3", "name=b,dim=4"]
             "EDDY_KAFKA_PROPERTIES".into(),
             "security.protocol=SSL".into()
         )));
+    }
+
+    #[test]
+    fn empty_kafka_property_entries_are_ignored() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            common: CommonArgs,
+        }
+        use clap::Parser as _;
+        let cli = Cli::parse_from(["x", "--kafka-property", "", "--kafka-property", "a=b"]);
+        assert_eq!(
+            cli.common.kafka_client_properties(),
+            vec![("a".to_owned(), "b".to_owned())]
+        );
+        assert!(Cli::try_parse_from(["x", "--kafka-property", "novalue"]).is_err());
     }
 }

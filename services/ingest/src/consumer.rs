@@ -163,7 +163,7 @@ pub(crate) fn run_worker(
         .set("heartbeat.interval.ms", "1000")
         .set("max.poll.interval.ms", "60000")
         .set("group.instance.id", config.instance_id());
-    for (k, v) in &config.common.kafka_properties {
+    for (k, v) in config.common.kafka_client_properties() {
         client.set(k, v);
     }
     let context = IngestContext {
@@ -176,6 +176,7 @@ pub(crate) fn run_worker(
     info!(collection = %name, topic = %topic, "ingest worker started");
     let ctx = consumer.context();
     let mut last_lag = Instant::now();
+    let mut unassigned = UnassignedWatch::new(Duration::from_secs(UNASSIGNED_WARN_SECS));
     while !stop.load(Ordering::Relaxed) {
         match consumer.poll(Duration::from_millis(50)) {
             Some(Ok(msg)) => {
@@ -205,6 +206,20 @@ pub(crate) fn run_worker(
             last_lag = Instant::now();
             update_lag(&consumer, &topic, &name, &metrics);
         }
+        let owned = ctx.state.lock().owned_offsets().len();
+        metrics
+            .assigned_partitions
+            .with_label_values(&[&name])
+            .set(owned as i64);
+        if let Some(waited) = unassigned.observe(owned) {
+            warn!(
+                collection = %name,
+                waited_s = waited.as_secs(),
+                "subscribed but no partitions assigned: the group coordinator has not \
+                 completed a rebalance (other members may own all partitions, or the \
+                 broker keeps a dead member in the group)"
+            );
+        }
     }
     let outcome = ctx.state.lock().seal()?;
     if let Some(outcome) = outcome {
@@ -214,6 +229,49 @@ pub(crate) fn run_worker(
     }
     info!(collection = %name, "ingest worker stopped");
     Ok(())
+}
+
+/// Seconds without any assigned partition before the worker warns.
+const UNASSIGNED_WARN_SECS: u64 = 30;
+
+/// Tracks how long the worker has owned no partition, to warn (repeatedly,
+/// once per `every`) when a rebalance never completes.
+struct UnassignedWatch {
+    every: Duration,
+    since: Option<Instant>,
+    last_warned: Option<Instant>,
+}
+
+impl UnassignedWatch {
+    fn new(every: Duration) -> Self {
+        Self {
+            every,
+            since: Some(Instant::now()),
+            last_warned: None,
+        }
+    }
+
+    /// Records the owned-partition count; returns how long nothing has been
+    /// owned when it is time to warn.
+    fn observe(&mut self, owned: usize) -> Option<Duration> {
+        let now = Instant::now();
+        if owned > 0 {
+            self.since = None;
+            self.last_warned = None;
+            return None;
+        }
+        let since = *self.since.get_or_insert(now);
+        let due = match self.last_warned {
+            None => now.duration_since(since) >= self.every,
+            Some(last) => now.duration_since(last) >= self.every,
+        };
+        if due {
+            self.last_warned = Some(now);
+            Some(now.duration_since(since))
+        } else {
+            None
+        }
+    }
 }
 
 fn update_lag(
@@ -238,5 +296,21 @@ fn update_lag(
 impl From<KafkaError> for Error {
     fn from(e: KafkaError) -> Self {
         Error::Kafka(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unassigned_watch_warns_once_per_period_and_resets() {
+        let mut watch = UnassignedWatch::new(Duration::ZERO);
+        assert!(watch.observe(0).is_some(), "zero period: due at once");
+        assert!(watch.observe(3).is_none(), "owning partitions never warns");
+        let mut slow = UnassignedWatch::new(Duration::from_secs(3600));
+        assert!(slow.observe(0).is_none(), "not yet due");
+        assert!(slow.observe(1).is_none());
+        assert!(slow.since.is_none(), "owning resets the clock");
     }
 }

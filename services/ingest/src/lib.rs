@@ -10,6 +10,7 @@
 mod consumer;
 mod http;
 mod index;
+mod indexer;
 mod metrics;
 mod state;
 
@@ -93,6 +94,32 @@ pub struct IngestConfig {
     /// unique per process; defaults to `eddy-ingest-<hostname>`.
     #[arg(long, env = "EDDY_INSTANCE_ID")]
     pub instance_id: Option<String>,
+
+    /// Threads building segment graphs in the background (the rayon pool of
+    /// the indexer; consumption never waits for it).
+    #[arg(long, env = "EDDY_INDEX_THREADS", default_value_t = 1)]
+    pub index_threads: usize,
+
+    /// HNSW links per node (level 0 keeps twice as many).
+    #[arg(long, env = "EDDY_HNSW_M", default_value_t = 16)]
+    pub hnsw_m: usize,
+
+    /// HNSW candidate list size while building.
+    #[arg(long, env = "EDDY_HNSW_EF_CONSTRUCTION", default_value_t = 100)]
+    pub hnsw_ef_construction: usize,
+
+    /// Also store SQ8 codes (graph walks over 1-byte codes, rescored in f32).
+    #[arg(long, env = "EDDY_SQ8", default_value_t = true, action = clap::ArgAction::Set)]
+    pub sq8: bool,
+
+    /// Segments with fewer rows get no graph (an exact scan of them is as
+    /// fast).
+    #[arg(long, env = "EDDY_MIN_GRAPH_ROWS", default_value_t = eddy_segment::MIN_GRAPH_ROWS)]
+    pub min_graph_rows: usize,
+
+    /// How often the indexer looks for unindexed segments when idle (ms).
+    #[arg(long, env = "EDDY_INDEX_POLL_MS", default_value_t = 500)]
+    pub index_poll_ms: u64,
 
     /// How often to look for new collections in the store (ms).
     #[arg(long, env = "EDDY_COLLECTION_POLL_MS", default_value_t = 1_000)]
@@ -184,6 +211,29 @@ pub async fn start(config: IngestConfig) -> Result<Ingest> {
     let (metrics_addr, server) = http::serve(config.metrics_addr, registry).await?;
     info!(%metrics_addr, store = %config.common.store.display(), brokers = %config.common.brokers, "eddy-ingest started");
     let stop = Arc::new(AtomicBool::new(false));
+    let indexer = indexer::Indexer {
+        store: store.clone(),
+        params: eddy_segment::IndexParams {
+            hnsw: eddy_hnsw::HnswParams {
+                m: config.hnsw_m.max(2),
+                ef_construction: config.hnsw_ef_construction.max(1),
+                ..eddy_hnsw::HnswParams::default()
+            },
+            sq8: config.sq8,
+            min_rows: config.min_graph_rows,
+        },
+        pool: rayon::ThreadPoolBuilder::new()
+            .num_threads(config.index_threads.max(1))
+            .thread_name(|i| format!("eddy-index-{i}"))
+            .build()
+            .map_err(|e| Error::Io(std::io::Error::other(e)))?,
+        metrics: metrics.clone(),
+        poll: Duration::from_millis(config.index_poll_ms.max(10)),
+    };
+    let indexer_stop = stop.clone();
+    std::thread::Builder::new()
+        .name("eddy-indexer".into())
+        .spawn(move || indexer.run(indexer_stop))?;
     let supervisor = tokio::spawn(supervise(config, store, metrics, stop.clone()));
     Ok(Ingest {
         metrics_addr,

@@ -27,8 +27,18 @@ pub struct IngestMetrics {
     pub cas_conflicts: IntCounterVec,
     /// Partitions stopped because the log start passed the manifest offset.
     pub stalled_partitions: IntGaugeVec,
+    /// Partitions this process currently owns (0 for long = the group
+    /// coordinator is not assigning; see the ingest log).
+    pub assigned_partitions: IntGaugeVec,
     /// Time to write, fsync and publish one seal.
     pub seal_seconds: Histogram,
+    /// Rows in sealed segments whose graph is not built yet (searched by
+    /// exact scan meanwhile).
+    pub unindexed_rows: IntGaugeVec,
+    /// Index builds, by outcome.
+    pub index_builds: IntCounterVec,
+    /// Time to build, write and publish one segment index.
+    pub index_seconds: Histogram,
 }
 
 impl IngestMetrics {
@@ -45,6 +55,14 @@ impl IngestMetrics {
             .buckets(exponential_buckets(0.001, 2.0, 16)?),
         )?;
         registry.register(Box::new(seal_seconds.clone()))?;
+        let index_seconds = Histogram::with_opts(
+            HistogramOpts::new(
+                "eddy_ingest_index_build_duration_seconds",
+                "Time to build, write and publish one segment index (graph + codes)",
+            )
+            .buckets(exponential_buckets(0.01, 2.0, 16)?),
+        )?;
+        registry.register(Box::new(index_seconds.clone()))?;
         Ok(Self {
             events: counter(
                 "eddy_ingest_events_total",
@@ -96,7 +114,23 @@ impl IngestMetrics {
                 "Partitions stopped because retention deleted unread data",
                 &["collection"],
             )?,
+            assigned_partitions: gauge(
+                "eddy_ingest_assigned_partitions",
+                "Partitions this ingest process owns",
+                &["collection"],
+            )?,
             seal_seconds,
+            unindexed_rows: gauge(
+                "eddy_ingest_unindexed_rows",
+                "Sealed rows whose segment graph is not built yet",
+                &["collection"],
+            )?,
+            index_builds: counter(
+                "eddy_ingest_index_builds_total",
+                "Segment index builds, by outcome",
+                &["collection", "outcome"],
+            )?,
+            index_seconds,
         })
     }
 }

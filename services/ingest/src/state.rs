@@ -253,7 +253,7 @@ impl CollectionState {
             let (id, path) = self.store.new_segment(&self.def.name);
             let bytes = self
                 .buffer
-                .write_segment(&path)
+                .write_segment(&path, &self.def.payload_fields)
                 .map_err(eddy_manifest::Error::from)?;
             let partitions: Vec<u32> = self.buffer.live_row_refs().map(|r| r.partition).collect();
             let mut offset_ranges: BTreeMap<u32, (i64, i64)> = BTreeMap::new();
@@ -316,6 +316,7 @@ impl CollectionState {
                     deletes,
                     deleted: pre_deleted.len(),
                     offset_ranges: offset_ranges.clone(),
+                    index: None,
                 });
             }
             let mut committed = BTreeMap::new();

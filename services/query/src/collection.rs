@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use eddy_manifest::{Manifest, SegmentEntry, Store};
 use eddy_model::{CollectionDef, PointId};
-use eddy_segment::{Growing, Segment};
+use eddy_segment::{Growing, Segment, SegmentIndex};
 use parking_lot::RwLock;
 use roaring::RoaringBitmap;
 
@@ -20,6 +20,8 @@ pub struct LoadedSegment {
     pub segment: Arc<Segment>,
     /// Deleted rows.
     pub deleted: Arc<RoaringBitmap>,
+    /// The mapped index file (graph, codes), once ingest has built it.
+    pub index: Option<Arc<SegmentIndex>>,
 }
 
 /// One manifest version, loaded.
@@ -56,10 +58,16 @@ impl Snapshot {
                 (_, Some(name)) => Arc::new(store.read_deletes(&manifest.collection, name)?),
                 (_, None) => Arc::new(RoaringBitmap::new()),
             };
+            let index = match (old, &entry.index) {
+                (Some(s), Some(_)) if s.entry.index == entry.index => s.index.clone(),
+                (_, Some(name)) => load_index(store, &manifest.collection, name, &segment),
+                (_, None) => None,
+            };
             segments.push(LoadedSegment {
                 entry: entry.clone(),
                 segment,
                 deleted,
+                index,
             });
         }
         segments.sort_by_key(|s| std::cmp::Reverse(s.entry.rows));
@@ -87,6 +95,26 @@ impl Snapshot {
                 .filter(|row| !s.deleted.contains(*row))
                 .map(|row| (i, row))
         })
+    }
+}
+
+/// Maps and checks a segment's index file. A damaged index is logged and
+/// skipped: the segment stays searchable by exact scan.
+fn load_index(
+    store: &Store,
+    collection: &str,
+    name: &str,
+    segment: &Segment,
+) -> Option<Arc<SegmentIndex>> {
+    let path = store.index_path(collection, name);
+    let loaded = SegmentIndex::open(&path, segment.rows(), segment.dim())
+        .and_then(|index| eddy_segment::check_index(segment, &index).map(|()| index));
+    match loaded {
+        Ok(index) => Some(Arc::new(index)),
+        Err(e) => {
+            tracing::error!(collection, index = name, error = %e, "segment index unusable; searching the segment exactly");
+            None
+        }
     }
 }
 

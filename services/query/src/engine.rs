@@ -158,6 +158,7 @@ impl Engine {
     ) -> Result<BatchResult, ApiError> {
         let collection = self.collection(name)?;
         params.validate()?;
+        let filter = Arc::new(params.parse_filter(&collection.def)?);
         if queries.is_empty() {
             return Err(ApiError::BadRequest("no query vectors given".into()));
         }
@@ -189,11 +190,19 @@ impl Engine {
         let mut parts = Vec::new();
         for start in (0..n).step_by(chunk) {
             let (tx, rx) = tokio::sync::oneshot::channel();
-            let (collection, queries, params) =
-                (collection.clone(), queries.clone(), params.clone());
+            let (collection, queries, params, filter) = (
+                collection.clone(),
+                queries.clone(),
+                params.clone(),
+                filter.clone(),
+            );
             self.pool.spawn(move || {
                 let end = (start + chunk).min(queries.len());
-                let _ = tx.send(collection.search(&queries[start..end], &params));
+                let _ = tx.send(collection.search(
+                    &queries[start..end],
+                    &params,
+                    filter.as_ref().as_ref(),
+                ));
             });
             parts.push(rx);
         }

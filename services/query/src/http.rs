@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use crate::collection::Collection;
 use crate::engine::Engine;
 use crate::error::ApiError;
-use crate::search::{BatchResult, Hit, PayloadSelector, SearchParams};
+use crate::search::{parse_quantization, BatchResult, Hit, PayloadSelector, SearchParams};
 
 /// State shared by the handlers.
 #[derive(Clone)]
@@ -88,6 +88,12 @@ struct SearchBody {
     #[serde(default)]
     ef: Option<usize>,
     #[serde(default)]
+    quantization: Option<String>,
+    #[serde(default)]
+    oversampling: Option<f32>,
+    #[serde(default)]
+    rescore: Option<bool>,
+    #[serde(default)]
     with_payload: WithPayload,
     #[serde(default)]
     filter: Option<Value>,
@@ -100,17 +106,16 @@ type ParsedSearch = (Vec<f32>, SearchParams, BTreeMap<u32, i64>);
 
 impl SearchBody {
     fn params(self) -> Result<ParsedSearch, ApiError> {
-        if self.filter.is_some() {
-            return Err(ApiError::BadRequest(
-                "payload filters are not supported by this version yet".into(),
-            ));
-        }
-        let _ = self.ef;
         Ok((
             self.vector,
             SearchParams {
                 k: self.k,
+                ef: self.ef,
                 exact: self.exact,
+                quantization: parse_quantization(self.quantization.as_deref())?,
+                oversampling: self.oversampling,
+                rescore: self.rescore.unwrap_or(true),
+                filter: self.filter,
                 with_payload: self.with_payload.into(),
             },
             self.min_offsets,
@@ -225,9 +230,9 @@ async fn search_batch(
                     .map_err(|e| ApiError::BadRequest(format!("search {i}: {e}")))?,
             );
         }
-        let uniform = parsed.windows(2).all(|w| {
-            w[0].1.k == w[1].1.k && w[0].1.with_payload == w[1].1.with_payload && w[0].2 == w[1].2
-        });
+        let uniform = parsed
+            .windows(2)
+            .all(|w| w[0].1 == w[1].1 && w[0].2 == w[1].2);
         if uniform && !parsed.is_empty() {
             let (params, min) = (parsed[0].1.clone(), parsed[0].2.clone());
             let queries = parsed.into_iter().map(|(v, _, _)| v).collect();
@@ -272,6 +277,7 @@ fn collection_info(c: &Collection) -> Value {
             "ready": c.is_ready(),
             "manifest_version": live.snapshot.version,
             "segments": live.snapshot.segments.len(),
+            "indexed_segments": live.snapshot.segments.iter().filter(|s| s.index.is_some()).count(),
             "sealed_rows": live.snapshot.sealed_rows(),
             "tail_rows": live.tail.live_rows(),
             "points": live.count(),

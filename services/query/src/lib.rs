@@ -152,7 +152,7 @@ pub async fn start(config: QueryConfig) -> Result<Query, Error> {
         metrics,
         tail::TailConfig {
             brokers: config.common.brokers.clone(),
-            properties: config.common.kafka_properties.clone(),
+            properties: config.common.kafka_client_properties(),
         },
         threads,
         Duration::from_millis(config.manifest_poll_ms.max(10)),

@@ -3,8 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use eddy_filter::Filter;
 use eddy_model::{CollectionDef, PointId};
-use eddy_segment::{ExactScan, Neighbor, VectorSearch};
+use eddy_segment::{search_sealed, Neighbor, Quantization, SealedQuery, VectorSearch};
 use serde_json::{Map, Value};
 
 use crate::collection::{Collection, Live};
@@ -25,15 +26,46 @@ pub enum PayloadSelector {
     Fields(Vec<String>),
 }
 
+/// Largest beam width a request may ask for.
+pub const MAX_EF: usize = 8_192;
+/// Largest oversampling factor a request may ask for.
+pub const MAX_OVERSAMPLING: f32 = 100.0;
+
 /// Options of one search request.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SearchParams {
     /// Neighbours per query.
     pub k: usize,
-    /// Force an exact scan (today every sealed segment is scanned exactly).
+    /// Beam width of graph searches (default [`eddy_segment::DEFAULT_EF`]).
+    pub ef: Option<usize>,
+    /// Scan every row exactly instead of walking graphs.
     pub exact: bool,
+    /// Codes a graph walk scores with.
+    pub quantization: Quantization,
+    /// Quantized candidates rescored in f32, as a multiple of `k`.
+    pub oversampling: Option<f32>,
+    /// Rescore quantized candidates in f32.
+    pub rescore: bool,
+    /// Payload filter (Qdrant-shaped JSON), checked against the collection's
+    /// indexed fields before the search runs.
+    pub filter: Option<Value>,
     /// Payload fields to return.
     pub with_payload: PayloadSelector,
+}
+
+impl Default for SearchParams {
+    fn default() -> Self {
+        Self {
+            k: 10,
+            ef: None,
+            exact: false,
+            quantization: Quantization::Auto,
+            oversampling: None,
+            rescore: true,
+            filter: None,
+            with_payload: PayloadSelector::None,
+        }
+    }
 }
 
 impl SearchParams {
@@ -45,7 +77,54 @@ impl SearchParams {
                 self.k
             )));
         }
+        if let Some(ef) = self.ef {
+            if ef == 0 || ef > MAX_EF {
+                return Err(ApiError::BadRequest(format!(
+                    "ef must be in 1..={MAX_EF}, got {ef}"
+                )));
+            }
+        }
+        if let Some(o) = self.oversampling {
+            if !(1.0..=MAX_OVERSAMPLING).contains(&o) {
+                return Err(ApiError::BadRequest(format!(
+                    "oversampling must be in 1..={MAX_OVERSAMPLING}, got {o}"
+                )));
+            }
+        }
         Ok(())
+    }
+
+    /// Parses the filter against the collection's indexed payload fields.
+    pub fn parse_filter(&self, def: &CollectionDef) -> Result<Option<Filter>, ApiError> {
+        match &self.filter {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => Filter::parse(v, &def.payload_fields)
+                .map(Some)
+                .map_err(|e| ApiError::BadRequest(e.to_string())),
+        }
+    }
+
+    /// The per-segment search options.
+    fn sealed<'a>(&self, filter: Option<&'a Filter>) -> SealedQuery<'a> {
+        let defaults = SealedQuery::default();
+        SealedQuery {
+            k: self.k,
+            ef: self.ef.unwrap_or(defaults.ef),
+            exact: self.exact,
+            quantization: self.quantization,
+            oversampling: self.oversampling.unwrap_or(defaults.oversampling),
+            rescore: self.rescore,
+            filter,
+            planner: defaults.planner,
+        }
+    }
+}
+
+/// Parses a `quantization` option (absent = auto).
+pub fn parse_quantization(text: Option<&str>) -> Result<Quantization, ApiError> {
+    match text {
+        None | Some("") => Ok(Quantization::Auto),
+        Some(t) => t.parse().map_err(ApiError::BadRequest),
     }
 }
 
@@ -103,11 +182,16 @@ impl Collection {
     /// The read lock is taken per query, not per batch, so a long batch never
     /// holds the tail writer back; the offsets reported are those of the
     /// first query, a lower bound for the whole batch.
-    pub fn search(&self, queries: &[Vec<f32>], params: &SearchParams) -> BatchResult {
+    pub fn search(
+        &self,
+        queries: &[Vec<f32>],
+        params: &SearchParams,
+        filter: Option<&Filter>,
+    ) -> BatchResult {
         let offsets = self.live.read().visible_offsets();
         let hits = queries
             .iter()
-            .map(|q| search_one(&self.live.read(), q, params))
+            .map(|q| search_one(&self.live.read(), q, params, filter))
             .collect();
         BatchResult { hits, offsets }
     }
@@ -118,13 +202,30 @@ impl Collection {
     }
 }
 
-fn search_one(live: &Live, query: &[f32], params: &SearchParams) -> Vec<Hit> {
+fn search_one(
+    live: &Live,
+    query: &[f32],
+    params: &SearchParams,
+    filter: Option<&Filter>,
+) -> Vec<Hit> {
     let k = params.k;
     let metric = live.tail.metric();
     let mut candidates: Vec<(Neighbor, Source)> = Vec::new();
-    for n in live.tail.search(query, k, &|_| true) {
+    let tail_accept = |row: u32| {
+        filter.is_none_or(|f| {
+            let json = live.tail.row(row).payload_json;
+            let payload = if json.is_empty() {
+                Value::Object(Map::new())
+            } else {
+                serde_json::from_slice(json).unwrap_or(Value::Null)
+            };
+            f.matches(&payload)
+        })
+    };
+    for n in live.tail.search(query, k, &tail_accept) {
         candidates.push((n, Source::Tail(n.row)));
     }
+    let sealed = params.sealed(filter);
     let tail_empty = live.tail.is_empty();
     for (i, s) in live.snapshot.segments.iter().enumerate() {
         let seg = &s.segment;
@@ -135,7 +236,7 @@ fn search_one(live: &Live, query: &[f32], params: &SearchParams) -> Vec<Hit> {
                         .id(row)
                         .is_none_or(|id| live.tail.touched(&id).is_none()))
         };
-        for n in ExactScan(seg).search(query, k, &accept) {
+        for n in search_sealed(seg, s.index.as_deref(), query, &sealed, &accept) {
             candidates.push((n, Source::Segment(i, n.row)));
         }
     }

@@ -73,6 +73,15 @@ pub struct SearchOptions {
     /// Read-your-writes: wait until these offsets are searchable.
     #[prost(map = "uint32, int64", tag = "6")]
     pub min_offsets: ::std::collections::HashMap<u32, i64>,
+    /// Codes a graph walk scores with: "auto" (default), "none" (f32), "sq8".
+    #[prost(string, tag = "7")]
+    pub quantization: ::prost::alloc::string::String,
+    /// Quantized candidates rescored in f32, as a multiple of k (0 = default 4).
+    #[prost(float, tag = "8")]
+    pub oversampling: f32,
+    /// Rescore quantized candidates in f32 (unset = true).
+    #[prost(bool, optional, tag = "9")]
+    pub rescore: ::core::option::Option<bool>,
 }
 /// DoGet ticket: one or more query vectors against one collection.
 #[derive(Clone, PartialEq, ::prost::Message)]

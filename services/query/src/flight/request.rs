@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::ApiError;
-use crate::search::{PayloadSelector, SearchParams};
+use crate::search::{parse_quantization, PayloadSelector, SearchParams};
 
 /// A parsed DoGet ticket.
 #[derive(Debug, Clone)]
@@ -74,6 +74,12 @@ struct JsonOptions {
     #[serde(default)]
     exact: bool,
     #[serde(default)]
+    quantization: Option<String>,
+    #[serde(default)]
+    oversampling: Option<f32>,
+    #[serde(default)]
+    rescore: Option<bool>,
+    #[serde(default)]
     with_payload: Option<Value>,
     #[serde(default)]
     filter: Option<Value>,
@@ -101,23 +107,17 @@ fn selector(v: Option<Value>) -> Result<PayloadSelector, ApiError> {
     }
 }
 
-fn no_filter(filter_present: bool) -> Result<(), ApiError> {
-    if filter_present {
-        return Err(ApiError::BadRequest(
-            "payload filters are not supported by this version yet".into(),
-        ));
-    }
-    Ok(())
-}
-
 fn parse_json(bytes: &[u8]) -> Result<(JsonOptions, SearchParams), ApiError> {
     let o: JsonOptions = serde_json::from_slice(bytes)
         .map_err(|e| ApiError::BadRequest(format!("invalid JSON search request: {e}")))?;
-    no_filter(o.filter.is_some())?;
-    let _ = o.ef;
     let params = SearchParams {
         k: o.k,
+        ef: o.ef,
         exact: o.exact,
+        quantization: parse_quantization(o.quantization.as_deref())?,
+        oversampling: o.oversampling,
+        rescore: o.rescore.unwrap_or(true),
+        filter: o.filter.clone(),
         with_payload: selector(o.with_payload.clone())?,
     };
     Ok((o, params))
@@ -127,7 +127,14 @@ fn from_proto_options(
     o: Option<SearchOptions>,
 ) -> Result<(SearchParams, BTreeMap<u32, i64>), ApiError> {
     let o = o.unwrap_or_default();
-    no_filter(!o.filter_json.is_empty())?;
+    let filter = if o.filter_json.trim().is_empty() {
+        None
+    } else {
+        Some(
+            serde_json::from_str(&o.filter_json)
+                .map_err(|e| ApiError::BadRequest(format!("filter_json is not valid JSON: {e}")))?,
+        )
+    };
     let with_payload = if o.with_payload.is_empty() {
         PayloadSelector::None
     } else if o.with_payload == ["*"] {
@@ -138,7 +145,12 @@ fn from_proto_options(
     Ok((
         SearchParams {
             k: if o.k == 0 { 10 } else { o.k as usize },
+            ef: (o.ef > 0).then_some(o.ef as usize),
             exact: o.exact,
+            quantization: parse_quantization(Some(&o.quantization))?,
+            oversampling: (o.oversampling > 0.0).then_some(o.oversampling),
+            rescore: o.rescore.unwrap_or(true),
+            filter,
             with_payload,
         },
         o.min_offsets.into_iter().collect(),

@@ -84,6 +84,12 @@ impl Cluster {
             "64",
             "--seal-age-ms",
             "300",
+            // Every sealed segment gets a graph and SQ8 codes, so the checks
+            // against exact results cover graph walks too.
+            "--min-graph-rows",
+            "16",
+            "--index-poll-ms",
+            "50",
             "--metrics-addr",
             "127.0.0.1:0",
             "--collection-poll-ms",
@@ -229,6 +235,49 @@ impl Cluster {
                 return info;
             }
             assert!(Instant::now() < deadline, "not sealed within 60 s: {info}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits until ingest has indexed every segment that gets a graph and the
+    /// query service serves that manifest version; returns the number of
+    /// indexed segments.
+    pub async fn wait_indexed(&self, collection: &str) -> u64 {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let m = self.ingest_metrics().await;
+            let unindexed = metric_sum(
+                &m,
+                "eddy_ingest_unindexed_rows",
+                &[("collection", collection)],
+            );
+            let store = eddy_manifest::Store::open(self._store.path()).expect("store");
+            let manifest = store.latest_manifest(collection).expect("manifest");
+            let indexed = manifest
+                .segments
+                .iter()
+                .filter(|s| s.index.is_some())
+                .count() as u64;
+            let info: Value = self
+                .http
+                .get(self.url(&format!("/v1/collections/{collection}")))
+                .send()
+                .await
+                .expect("info request")
+                .json()
+                .await
+                .expect("info json");
+            if unindexed == 0.0
+                && indexed > 0
+                && info["status"]["manifest_version"].as_u64() >= Some(manifest.version)
+                && info["status"]["indexed_segments"].as_u64() >= Some(indexed)
+            {
+                return indexed;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "segments not indexed within 60 s: {indexed} indexed, {unindexed} rows pending; {info}"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }

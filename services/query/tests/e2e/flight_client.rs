@@ -129,6 +129,62 @@ pub async fn do_get_and_exchange_match_exact(
         .expect("exchange batches");
     check(&rows(&out), &queries, points, 5);
     assert!(out.iter().all(|b| b.column(0).null_count() == 0));
+
+    // Filters and graph options in all three request forms: JSON ticket,
+    // protobuf ticket, DoExchange command.
+    let filter = json!({"must": [{"key": "kind", "match": {"value": "k2"}}]});
+    let subset: BTreeMap<u64, Vec<f32>> = points
+        .iter()
+        .filter(|(id, _)| *id % 3 == 2)
+        .map(|(id, v)| (*id, v.clone()))
+        .collect();
+    let ticket = json!({"collection": collection, "vectors": queries, "k": 5,
+        "filter": filter, "ef": 64, "quantization": "none"})
+    .to_string();
+    let batches: Vec<RecordBatch> = c
+        .do_get(Ticket::new(ticket))
+        .await
+        .expect("filtered do_get")
+        .try_collect()
+        .await
+        .expect("batches");
+    check(&rows(&batches), &queries, &subset, 5);
+
+    let proto = eddy_proto::v1::SearchTicket {
+        collection: collection.to_owned(),
+        options: Some(eddy_proto::v1::SearchOptions {
+            k: 5,
+            filter_json: filter.to_string(),
+            quantization: "sq8".into(),
+            oversampling: 4.0,
+            ..Default::default()
+        }),
+        vectors: queries.iter().flatten().copied().collect(),
+    };
+    let batches: Vec<RecordBatch> = c
+        .do_get(Ticket::new(prost::Message::encode_to_vec(&proto)))
+        .await
+        .expect("protobuf filtered do_get")
+        .try_collect()
+        .await
+        .expect("batches");
+    check(&rows(&batches), &queries, &subset, 5);
+
+    let input = vec![Ok(batch_of(&queries))];
+    let descriptor = FlightDescriptor::new_cmd(
+        json!({"collection": collection, "k": 5, "filter": filter}).to_string(),
+    );
+    let request = FlightDataEncoderBuilder::new()
+        .with_flight_descriptor(Some(descriptor))
+        .build(futures::stream::iter(input));
+    let out: Vec<RecordBatch> = c
+        .do_exchange(request)
+        .await
+        .expect("filtered do_exchange")
+        .try_collect()
+        .await
+        .expect("exchange batches");
+    check(&rows(&out), &queries, &subset, 5);
 }
 
 /// Malformed tickets and commands get INVALID_ARGUMENT, unknown collections NOT_FOUND.

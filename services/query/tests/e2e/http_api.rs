@@ -228,6 +228,61 @@ pub async fn bad_events_are_counted_and_skipped(
     }
 }
 
+/// Filtered searches (keyword match, integer range, must_not) return exactly
+/// the filtered exact top-k, on every graph option.
+pub async fn filtered_search_matches_exact(
+    cluster: &Cluster,
+    collection: &str,
+    points: &BTreeMap<u64, Vec<f32>>,
+) {
+    let filters = [
+        (
+            json!({"must": [{"key": "kind", "match": {"value": "k1"}}]}),
+            Box::new(|id: u64| id % 3 == 1) as Box<dyn Fn(u64) -> bool>,
+        ),
+        (
+            json!({"must": [{"key": "i", "range": {"gte": 40, "lt": 90}}],
+                   "must_not": [{"key": "kind", "match": {"any": ["k0"]}}]}),
+            Box::new(|id: u64| (40..90).contains(&id) && !id.is_multiple_of(3)),
+        ),
+        (
+            json!({"should": [{"key": "i", "range": {"lt": 5}}, {"key": "kind", "match": {"value": "k2"}}]}),
+            Box::new(|id: u64| id < 5 || id % 3 == 2),
+        ),
+    ];
+    for (fi, (filter, keep)) in filters.iter().enumerate() {
+        let subset: BTreeMap<u64, Vec<f32>> = points
+            .iter()
+            .filter(|(id, _)| keep(**id))
+            .map(|(id, v)| (*id, v.clone()))
+            .collect();
+        for options in [
+            json!({}),
+            json!({"quantization": "none", "ef": 64}),
+            json!({"quantization": "sq8", "oversampling": 3}),
+            json!({"exact": true}),
+        ] {
+            for seed in 0..5u64 {
+                let q = vector(2_000_000 + seed);
+                let mut body = json!({"vector": q, "k": 5, "filter": filter, "with_payload": true});
+                for (k, v) in options.as_object().expect("object") {
+                    body[k] = v.clone();
+                }
+                let (status, r) = search(cluster, collection, body).await;
+                assert_eq!(status, 200, "filter {fi} {options}: {r}");
+                let want: Vec<u64> = exact_top_k(&subset, &q, 5).iter().map(|w| w.0).collect();
+                let got: Vec<u64> = r["result"]
+                    .as_array()
+                    .expect("result array")
+                    .iter()
+                    .map(|h| h["id"].as_u64().expect("id"))
+                    .collect();
+                assert_eq!(got, want, "filter {fi} {options} query {seed}: {r}");
+            }
+        }
+    }
+}
+
 /// Malformed requests get 400/404 with a message saying what is wrong.
 pub async fn bad_requests_get_clear_4xx(cluster: &Cluster, collection: &str) {
     let cases: Vec<(String, &str, u16, &str)> = vec![
@@ -254,6 +309,30 @@ pub async fn bad_requests_get_clear_4xx(cluster: &Cluster, collection: &str) {
             "{\"vector\": [1,2,3,4,5,6,7,8], \"kk\": 3}",
             400,
             "kk",
+        ),
+        (
+            format!("/v1/collections/{collection}/search"),
+            "{\"vector\": [1,2,3,4,5,6,7,8], \"filter\": {\"must\": [{\"key\": \"color\", \"match\": {\"value\": \"red\"}}]}}",
+            400,
+            "not an indexed payload field",
+        ),
+        (
+            format!("/v1/collections/{collection}/search"),
+            "{\"vector\": [1,2,3,4,5,6,7,8], \"filter\": {\"must\": [{\"key\": \"i\", \"match\": {\"value\": \"x\"}}]}}",
+            400,
+            "filter.must[0]",
+        ),
+        (
+            format!("/v1/collections/{collection}/search"),
+            "{\"vector\": [1,2,3,4,5,6,7,8], \"quantization\": \"pq9\"}",
+            400,
+            "unknown quantization",
+        ),
+        (
+            format!("/v1/collections/{collection}/search"),
+            "{\"vector\": [1,2,3,4,5,6,7,8], \"ef\": 0}",
+            400,
+            "ef must be",
         ),
         (
             "/v1/collections/nope/search".to_owned(),

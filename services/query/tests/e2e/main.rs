@@ -38,11 +38,16 @@ async fn kafka_to_http_and_flight() {
     // both before and after everything is sealed.
     eprintln!("step: every_point_is_found_with_its_exact_score");
     http_api::every_point_is_found_with_its_exact_score(&cluster, COLLECTION, &points).await;
+    eprintln!("step: filtered_search_matches_exact (tail)");
+    http_api::filtered_search_matches_exact(&cluster, COLLECTION, &points).await;
     cluster.wait_sealed(COLLECTION).await;
-    eprintln!("step: every_point_is_found_with_its_exact_score");
+    let indexed = cluster.wait_indexed(COLLECTION).await;
+    eprintln!("step: {indexed} segments indexed; every_point_is_found_with_its_exact_score");
     http_api::every_point_is_found_with_its_exact_score(&cluster, COLLECTION, &points).await;
     eprintln!("step: search_matches_exact_top_k");
     http_api::search_matches_exact_top_k(&cluster, COLLECTION, &points).await;
+    eprintln!("step: filtered_search_matches_exact (graphs)");
+    http_api::filtered_search_matches_exact(&cluster, COLLECTION, &points).await;
 
     eprintln!("step: do_get_and_exchange_match_exact");
     flight_client::do_get_and_exchange_match_exact(&cluster, COLLECTION, &points).await;

@@ -1,0 +1,567 @@
+//! Parallel construction (hnswlib-style per-node locks) and the repair pass.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
+
+use eddy_kernels::Kernels;
+use parking_lot::Mutex;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::search::{beam, descend, drain_sorted, reachable, F32Scorer, Item, Links, Scorer};
+use crate::{Error, Graph, HnswParams, Result, SearchContext, Space};
+
+/// Build switches beyond [`HnswParams`]; the defaults are what eddy uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuildOptions {
+    /// Fold exact duplicate vectors onto one graph node (returned together).
+    pub dedup: bool,
+    /// After the build, link every node the level-0 graph cannot reach from the entry.
+    pub repair: bool,
+    /// Fill the free slots of a pruned list with the pruned candidates (closest first).
+    pub keep_pruned: bool,
+    /// After the build, give every node with fewer level-0 in-links than this
+    /// back links from its own nearest neighbours (hidden near-duplicates), 0 = off.
+    pub min_in_degree: usize,
+    /// Select up to `2M` (instead of `M`) level-0 links for a new node.
+    pub wide_level0: bool,
+}
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        Self {
+            dedup: true,
+            repair: true,
+            keep_pruned: true,
+            min_in_degree: 4,
+            wide_level0: false,
+        }
+    }
+}
+
+struct Shared<'a> {
+    vectors: &'a [f32],
+    dim: usize,
+    space: Space,
+    m: usize,
+    k: &'static Kernels,
+    level0: Vec<AtomicU32>,
+    upper_start: Vec<u32>,
+    upper: Vec<AtomicU32>,
+    locks: Vec<Mutex<()>>,
+    keep_pruned: bool,
+    level0_out: usize,
+}
+
+impl Links for Shared<'_> {
+    #[inline]
+    fn get(&self, level: usize, node: u32, out: &mut Vec<u32>) {
+        let row = self.row(level, node);
+        let count = (row[0].load(Relaxed) as usize).min(row.len() - 1);
+        out.extend(row[1..1 + count].iter().map(|a| a.load(Relaxed)));
+    }
+}
+
+impl Shared<'_> {
+    fn row(&self, level: usize, node: u32) -> &[AtomicU32] {
+        if level == 0 {
+            let w = 1 + 2 * self.m;
+            &self.level0[node as usize * w..(node as usize + 1) * w]
+        } else {
+            let w = 1 + self.m;
+            let r = self.upper_start[node as usize] as usize + level - 1;
+            &self.upper[r * w..(r + 1) * w]
+        }
+    }
+
+    fn vec(&self, id: u32) -> &[f32] {
+        let s = id as usize * self.dim;
+        &self.vectors[s..s + self.dim]
+    }
+
+    fn pair(&self, a: u32, b: u32) -> f32 {
+        match self.space {
+            Space::Dot => self.k.dot(self.vec(a), self.vec(b)),
+            Space::L2 => -self.k.l2sq(self.vec(a), self.vec(b)),
+        }
+    }
+
+    /// Malkov's heuristic over `cands` (sorted best first by score to the base node).
+    fn select(&self, cands: &[Item], keep: usize, out: &mut Vec<Item>, pruned: &mut Vec<Item>) {
+        out.clear();
+        pruned.clear();
+        if cands.len() <= keep {
+            out.extend_from_slice(cands);
+            return;
+        }
+        for &c in cands {
+            if out.len() >= keep {
+                break;
+            }
+            let dominated = out.iter().any(|r| self.pair(c.id, r.id) > c.score);
+            if dominated {
+                pruned.push(c);
+            } else {
+                out.push(c);
+            }
+        }
+        if self.keep_pruned {
+            // Fill up to half the list only, so later back links still find free slots.
+            let room = (keep / 2).saturating_sub(out.len());
+            out.extend(pruned.iter().take(room).copied());
+        }
+    }
+
+    fn set_row(&self, level: usize, node: u32, ids: &[Item]) {
+        let row = self.row(level, node);
+        for (slot, it) in row[1..].iter().zip(ids) {
+            slot.store(it.id, Relaxed);
+        }
+        row[0].store(ids.len().min(row.len() - 1) as u32, Relaxed);
+    }
+
+    /// Add the back link `from -> to` at `level`, pruning `from`'s list when full.
+    fn add_link(&self, level: usize, from: u32, to: u32, scratch: &mut Scratch) {
+        let _g = self.locks[from as usize].lock();
+        let row = self.row(level, from);
+        let cap = row.len() - 1;
+        let count = (row[0].load(Relaxed) as usize).min(cap);
+        if row[1..1 + count].iter().any(|a| a.load(Relaxed) == to) {
+            return;
+        }
+        if count < cap {
+            row[1 + count].store(to, Relaxed);
+            row[0].store(count as u32 + 1, Relaxed);
+            return;
+        }
+        scratch.cands.clear();
+        scratch.cands.push(Item {
+            score: self.pair(from, to),
+            id: to,
+        });
+        for a in &row[1..1 + count] {
+            let id = a.load(Relaxed);
+            scratch.cands.push(Item {
+                score: self.pair(from, id),
+                id,
+            });
+        }
+        scratch.cands.sort_unstable_by(|a, b| b.cmp(a));
+        let Scratch {
+            cands, sel, pruned, ..
+        } = scratch;
+        self.select(cands, cap, sel, pruned);
+        self.set_row(level, from, sel);
+    }
+}
+
+#[derive(Default)]
+struct Scratch {
+    cands: Vec<Item>,
+    sel: Vec<Item>,
+    pruned: Vec<Item>,
+}
+
+fn levels_for(n: usize, m: usize, seed: u64) -> Vec<u8> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mult = 1.0 / (m as f64).ln();
+    (0..n)
+        .map(|_| {
+            let u: f64 = rng.random::<f64>();
+            let l = -(1.0 - u).ln() * mult;
+            l.floor().min(16.0) as u8
+        })
+        .collect()
+}
+
+/// `rep[i]` = first row with a bit-identical vector.
+fn duplicates(vectors: &[f32], dim: usize) -> Vec<u32> {
+    let n = vectors.len() / dim;
+    let mut rep: Vec<u32> = (0..n as u32).collect();
+    let mut seen: HashMap<u64, Vec<u32>> = HashMap::with_capacity(n);
+    for (i, v) in vectors.chunks_exact(dim).enumerate() {
+        let h = v.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, x| {
+            (h ^ u64::from(x.to_bits())).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+        let bucket = seen.entry(h).or_default();
+        let same = bucket.iter().copied().find(|&r| {
+            let s = r as usize * dim;
+            vectors[s..s + dim]
+                .iter()
+                .zip(v)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+        });
+        match same {
+            Some(r) => rep[i] = r,
+            None => bucket.push(i as u32),
+        }
+    }
+    rep
+}
+
+pub(crate) fn build(
+    vectors: &[f32],
+    dim: usize,
+    space: Space,
+    params: &HnswParams,
+    opts: &BuildOptions,
+) -> Result<Graph> {
+    if dim == 0 || !vectors.len().is_multiple_of(dim) {
+        return Err(Error::InvalidInput(format!(
+            "{} values is not a multiple of dim {dim}",
+            vectors.len()
+        )));
+    }
+    let n = vectors.len() / dim;
+    if n >= u32::MAX as usize || dim > u32::MAX as usize {
+        return Err(Error::InvalidInput(format!("{n} rows is too many")));
+    }
+    let m = params.m;
+    if !(2..=2048).contains(&m) {
+        return Err(Error::InvalidInput(format!("M = {m} not in 2..=2048")));
+    }
+    if params.ef_construction == 0 {
+        return Err(Error::InvalidInput("ef_construction must be > 0".into()));
+    }
+    let rep = if opts.dedup {
+        duplicates(vectors, dim)
+    } else {
+        (0..n as u32).collect()
+    };
+    let mut levels = levels_for(n, m, params.seed);
+    for (i, l) in levels.iter_mut().enumerate() {
+        if rep[i] != i as u32 {
+            *l = 0;
+        }
+    }
+    let mut upper_start = Vec::with_capacity(n + 1);
+    let mut acc = 0u32;
+    upper_start.push(0);
+    for &l in &levels {
+        acc += u32::from(l);
+        upper_start.push(acc);
+    }
+    // Duplicate side table (CSR by representative).
+    let mut dup_start = vec![0u32; n + 1];
+    for (i, &r) in rep.iter().enumerate() {
+        if r != i as u32 {
+            dup_start[r as usize + 1] += 1;
+        }
+    }
+    for i in 0..n {
+        dup_start[i + 1] += dup_start[i];
+    }
+    let mut dup_rows = vec![0u32; dup_start[n] as usize];
+    let mut fill = dup_start.clone();
+    for (i, &r) in rep.iter().enumerate() {
+        if r != i as u32 {
+            dup_rows[fill[r as usize] as usize] = i as u32;
+            fill[r as usize] += 1;
+        }
+    }
+    let order: Vec<u32> = (0..n as u32).filter(|&i| rep[i as usize] == i).collect();
+
+    let shared = Shared {
+        vectors,
+        dim,
+        space,
+        m,
+        k: Kernels::get(),
+        level0: (0..n * (1 + 2 * m)).map(|_| AtomicU32::new(0)).collect(),
+        upper: (0..acc as usize * (1 + m))
+            .map(|_| AtomicU32::new(0))
+            .collect(),
+        upper_start,
+        locks: (0..n).map(|_| Mutex::new(())).collect(),
+        keep_pruned: opts.keep_pruned,
+        level0_out: if opts.wide_level0 { 2 * m } else { m },
+    };
+    let mut entry = 0u32;
+    let mut max_level = 0u32;
+    if let Some(&first) = order.first() {
+        entry = first;
+        max_level = u32::from(levels[first as usize]);
+        let global = Mutex::new((entry, max_level as usize));
+        let next = AtomicUsize::new(1);
+        let threads = rayon::current_num_threads().max(1);
+        let ef = params.ef_construction;
+        rayon::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|_| {
+                    let mut ctx = SearchContext::with_capacity(n);
+                    let mut scratch = Scratch::default();
+                    let mut sel = Vec::new();
+                    let mut pruned = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Relaxed);
+                        let Some(&q) = order.get(i) else { break };
+                        insert(
+                            &shared,
+                            &global,
+                            &levels,
+                            q,
+                            ef,
+                            &mut ctx,
+                            &mut scratch,
+                            &mut sel,
+                            &mut pruned,
+                        );
+                    }
+                });
+            }
+        });
+        let g = global.into_inner();
+        entry = g.0;
+        max_level = g.1 as u32;
+    }
+    let Shared {
+        level0,
+        upper,
+        upper_start,
+        ..
+    } = shared;
+    let mut graph = Graph {
+        n: n as u32,
+        dim: dim as u32,
+        m: m as u32,
+        space,
+        entry,
+        max_level,
+        level0: level0.into_iter().map(AtomicU32::into_inner).collect(),
+        upper_start,
+        upper: upper.into_iter().map(AtomicU32::into_inner).collect(),
+        dup_start,
+        dup_rows,
+    };
+    if opts.min_in_degree > 0 && n > 0 {
+        boost_in_degree(&mut graph, vectors, &rep, opts.min_in_degree);
+    }
+    if opts.repair && n > 0 {
+        repair(&mut graph, vectors, &rep, params.ef_construction);
+    }
+    Ok(graph)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn insert(
+    g: &Shared<'_>,
+    global: &Mutex<(u32, usize)>,
+    levels: &[u8],
+    q: u32,
+    ef: usize,
+    ctx: &mut SearchContext,
+    scratch: &mut Scratch,
+    sel: &mut Vec<Item>,
+    pruned: &mut Vec<Item>,
+) {
+    let level = usize::from(levels[q as usize]);
+    let guard = global.lock();
+    let (ep, maxl) = *guard;
+    let hold = if level > maxl {
+        Some(guard)
+    } else {
+        drop(guard);
+        None
+    };
+    let scorer = F32Scorer::new(g.vectors, g.dim, g.space, g.vec(q));
+    let mut cur = Item {
+        score: scorer.score_one(ep),
+        id: ep,
+    };
+    if maxl > level {
+        cur = descend(g, &scorer, ctx, cur, maxl, level + 1);
+    }
+    let n = g.locks.len();
+    for l in (0..=level.min(maxl)).rev() {
+        ctx.begin(n);
+        ctx.visited_mark(cur.id);
+        ctx.push_entry(cur);
+        beam(g, &scorer, ctx, l, ef, &|id| id != q);
+        drain_sorted(ctx);
+        if let Some(&best) = ctx.sorted.first() {
+            cur = best;
+        }
+        let keep = if l == 0 { g.level0_out } else { g.m };
+        g.select(&ctx.sorted, keep, sel, pruned);
+        {
+            let _lock = g.locks[q as usize].lock();
+            g.set_row(l, q, sel);
+        }
+        for s in sel.iter() {
+            g.add_link(l, s.id, q, scratch);
+        }
+    }
+    if let Some(mut guard) = hold {
+        *guard = (q, level);
+    }
+}
+
+impl SearchContext {
+    pub(crate) fn visited_mark(&mut self, id: u32) {
+        let _ = self.visit_pub(id);
+    }
+}
+
+/// Link every node unreachable at level 0 from the entry into the list of its
+/// closest reachable node (evicting a neighbour that has other in-links).
+fn repair(graph: &mut Graph, vectors: &[f32], rep: &[u32], ef: usize) {
+    let n = graph.n as usize;
+    let dim = graph.dim as usize;
+    let space = graph.space;
+    let w = 1 + 2 * graph.m as usize;
+    for _round in 0..2 {
+        let mut reach = reachable(&graph.view());
+        let todo: Vec<u32> = (0..n as u32)
+            .filter(|&i| !reach[i as usize] && rep[i as usize] == i)
+            .collect();
+        if todo.is_empty() {
+            return;
+        }
+        let mut indeg = vec![0u32; n];
+        for i in 0..n as u32 {
+            for &v in graph.view().neighbors(i) {
+                indeg[v as usize] += 1;
+            }
+        }
+        let mut ctx = SearchContext::with_capacity(n);
+        for u in todo {
+            if reach[u as usize] {
+                continue;
+            }
+            let q = &vectors[u as usize * dim..(u as usize + 1) * dim];
+            let cands: Vec<Item> = {
+                let view = graph.view();
+                let scorer = F32Scorer::new(vectors, dim, space, q);
+                let entry = Item {
+                    score: scorer.score_one(view.entry),
+                    id: view.entry,
+                };
+                crate::search::walk(
+                    &view,
+                    &scorer,
+                    &mut ctx,
+                    n,
+                    entry,
+                    view.max_level as usize,
+                    ef,
+                    &|_| true,
+                );
+                ctx.sorted.clone()
+            };
+            let mut linked = false;
+            for c in cands.iter().filter(|c| c.id != u && reach[c.id as usize]) {
+                let r = c.id as usize;
+                let row = &mut graph.level0[r * w..(r + 1) * w];
+                let count = (row[0] as usize).min(w - 1);
+                if count < w - 1 {
+                    row[1 + count] = u;
+                    row[0] = count as u32 + 1;
+                    linked = true;
+                } else {
+                    // Evict the neighbour with the most other in-links.
+                    let (slot, &victim) = row[1..]
+                        .iter()
+                        .enumerate()
+                        .max_by_key(|(_, &v)| indeg[v as usize])
+                        .unwrap_or((0, &row[1]));
+                    if indeg[victim as usize] > 1 {
+                        indeg[victim as usize] -= 1;
+                        row[1 + slot] = u;
+                        linked = true;
+                    }
+                }
+                if linked {
+                    indeg[u as usize] += 1;
+                    break;
+                }
+            }
+            if linked {
+                // Mark everything newly reachable from u.
+                reach[u as usize] = true;
+                let mut stack = vec![u];
+                while let Some(x) = stack.pop() {
+                    for &v in graph.view().neighbors(x) {
+                        if !reach[v as usize] {
+                            reach[v as usize] = true;
+                            stack.push(v);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn pair_score(vectors: &[f32], dim: usize, space: Space, k: &Kernels, a: u32, b: u32) -> f32 {
+    let va = &vectors[a as usize * dim..(a as usize + 1) * dim];
+    let vb = &vectors[b as usize * dim..(b as usize + 1) * dim];
+    match space {
+        Space::Dot => k.dot(va, vb),
+        Space::L2 => -k.l2sq(va, vb),
+    }
+}
+
+/// Give nodes with few level-0 in-links back links from their own out-neighbours
+/// (closest first), evicting the neighbour's farthest link when that one keeps
+/// enough in-links. Runs in node order, so it is deterministic.
+fn boost_in_degree(graph: &mut Graph, vectors: &[f32], rep: &[u32], min_in: usize) {
+    let n = graph.n as usize;
+    let dim = graph.dim as usize;
+    let space = graph.space;
+    let w = 1 + 2 * graph.m as usize;
+    let k = Kernels::get();
+    let mut indeg = vec![0u32; n];
+    for i in 0..n as u32 {
+        for &v in graph.view().neighbors(i) {
+            indeg[v as usize] += 1;
+        }
+    }
+    let min_in = min_in as u32;
+    let mut outs: Vec<Item> = Vec::new();
+    for u in 0..n as u32 {
+        if rep[u as usize] != u || indeg[u as usize] >= min_in {
+            continue;
+        }
+        outs.clear();
+        outs.extend(graph.view().neighbors(u).iter().map(|&v| Item {
+            score: pair_score(vectors, dim, space, k, u, v),
+            id: v,
+        }));
+        outs.sort_unstable_by(|a, b| b.cmp(a));
+        for o in &outs {
+            if indeg[u as usize] >= min_in {
+                break;
+            }
+            let v = o.id as usize;
+            let row = &mut graph.level0[v * w..(v + 1) * w];
+            let count = (row[0] as usize).min(w - 1);
+            if row[1..1 + count].contains(&u) {
+                continue;
+            }
+            if count < w - 1 {
+                row[1 + count] = u;
+                row[0] = count as u32 + 1;
+                indeg[u as usize] += 1;
+                continue;
+            }
+            // Farthest neighbour of v that keeps enough in-links, if it is farther than u.
+            let mut victim: Option<(usize, f32)> = None;
+            for (slot, &x) in row[1..].iter().enumerate() {
+                if indeg[x as usize] <= min_in {
+                    continue;
+                }
+                let s = pair_score(vectors, dim, space, k, v as u32, x);
+                if victim.is_none_or(|(_, best)| s < best) {
+                    victim = Some((slot, s));
+                }
+            }
+            if let Some((slot, s)) = victim {
+                if s < o.score {
+                    indeg[row[1 + slot] as usize] -= 1;
+                    row[1 + slot] = u;
+                    indeg[u as usize] += 1;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,730 @@
+//! Search: greedy descent on the upper levels, best-first beam on level 0.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+
+use eddy_kernels::Kernels;
+use eddy_quant::sq8::{Sq8Codes, Sq8Quantizer};
+
+use crate::{Error, GraphView, Result, Space};
+
+/// A scored node; ordered by score, then by smaller id.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Item {
+    pub(crate) score: f32,
+    pub(crate) id: u32,
+}
+
+impl PartialEq for Item {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Item {}
+impl PartialOrd for Item {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Item {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.score
+            .total_cmp(&other.score)
+            .then_with(|| other.id.cmp(&self.id))
+    }
+}
+
+/// Reusable per-thread search state: the visited stamps, heaps and buffers.
+///
+/// Create one per thread (`SearchContext::default()`) and pass it to every
+/// search; after the first query on a graph nothing is allocated per query
+/// (apart from the returned `Vec` of the non-`_into` functions).
+#[derive(Debug, Default)]
+pub struct SearchContext {
+    visited: Vec<u16>,
+    epoch: u16,
+    cand: BinaryHeap<Item>,
+    res: BinaryHeap<Reverse<Item>>,
+    pub(crate) sorted: Vec<Item>,
+    links: Vec<u32>,
+    ids: Vec<u32>,
+    scores: Vec<f32>,
+    qcode: Vec<u8>,
+    expanded: Vec<(u32, f32)>,
+}
+
+impl SearchContext {
+    /// A context with room for a graph of `n` nodes.
+    pub fn with_capacity(n: usize) -> Self {
+        let mut c = Self::default();
+        c.visited.resize(n, 0);
+        c
+    }
+
+    /// Start a new walk over `n` nodes: bump the epoch (clear the stamps on wrap).
+    pub(crate) fn begin(&mut self, n: usize) {
+        if self.visited.len() < n {
+            self.visited.resize(n, 0);
+        }
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.visited.fill(0);
+            self.epoch = 1;
+        }
+        self.cand.clear();
+        self.res.clear();
+    }
+
+    #[inline]
+    pub(crate) fn visit_pub(&mut self, id: u32) -> bool {
+        self.visit(id)
+    }
+
+    pub(crate) fn push_entry(&mut self, it: Item) {
+        self.cand.push(it);
+        self.res.push(Reverse(it));
+    }
+
+    #[inline]
+    fn visit(&mut self, id: u32) -> bool {
+        let v = &mut self.visited[id as usize];
+        if *v == self.epoch {
+            false
+        } else {
+            *v = self.epoch;
+            true
+        }
+    }
+}
+
+/// Adjacency as seen by a walk: the owned/borrowed arrays, or the atomics of a build.
+pub(crate) trait Links {
+    /// Append the neighbours of `node` on `level` to `out`.
+    fn get(&self, level: usize, node: u32, out: &mut Vec<u32>);
+    /// Prefetch the level-0 row of `node`.
+    fn prefetch0(&self, _node: u32) {}
+}
+
+impl Links for GraphView<'_> {
+    #[inline]
+    fn get(&self, level: usize, node: u32, out: &mut Vec<u32>) {
+        out.extend_from_slice(self.neighbors_at(node, level));
+    }
+
+    #[inline]
+    fn prefetch0(&self, node: u32) {
+        let w = 1 + 2 * self.m as usize;
+        let s = node as usize * w;
+        if let Some(row) = self.level0.get(s..s + w) {
+            eddy_kernels::prefetch(row);
+        }
+    }
+}
+
+/// Scores rows against one query ("higher is closer").
+pub(crate) trait Scorer {
+    fn score_one(&self, id: u32) -> f32;
+    fn score_ids(&self, ids: &[u32], out: &mut [f32]);
+}
+
+/// Exact f32 scoring.
+pub(crate) struct F32Scorer<'a> {
+    pub(crate) k: &'static Kernels,
+    pub(crate) query: &'a [f32],
+    pub(crate) data: &'a [f32],
+    pub(crate) dim: usize,
+    pub(crate) space: Space,
+}
+
+impl<'a> F32Scorer<'a> {
+    pub(crate) fn new(data: &'a [f32], dim: usize, space: Space, query: &'a [f32]) -> Self {
+        Self {
+            k: Kernels::get(),
+            query,
+            data,
+            dim,
+            space,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn row(&self, id: u32) -> &'a [f32] {
+        let s = id as usize * self.dim;
+        &self.data[s..s + self.dim]
+    }
+}
+
+impl Scorer for F32Scorer<'_> {
+    #[inline]
+    fn score_one(&self, id: u32) -> f32 {
+        let row = self.row(id);
+        match self.space {
+            Space::Dot => self.k.dot(self.query, row),
+            Space::L2 => -self.k.l2sq(self.query, row),
+        }
+    }
+
+    #[inline]
+    fn score_ids(&self, ids: &[u32], out: &mut [f32]) {
+        match self.space {
+            Space::Dot => self.k.dot_ids(self.query, self.data, ids, out),
+            Space::L2 => {
+                self.k.l2sq_ids(self.query, self.data, ids, out);
+                for o in out.iter_mut() {
+                    *o = -*o;
+                }
+            }
+        }
+    }
+}
+
+/// SQ8 codes borrowed from memory (an mmap, or an [`Sq8Codes`]): `dim` bytes per
+/// row plus one f32 correction term per row (as produced by
+/// [`Sq8Quantizer::encode_into`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Sq8View<'a> {
+    dim: usize,
+    lo: f32,
+    delta: f32,
+    codes: &'a [u8],
+    corrections: &'a [f32],
+}
+
+impl<'a> Sq8View<'a> {
+    /// A view over raw codes and corrections encoded with `quantizer`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] unless `codes.len() == corrections.len() * dim`.
+    pub fn new(quantizer: &Sq8Quantizer, codes: &'a [u8], corrections: &'a [f32]) -> Result<Self> {
+        Self::from_parts(
+            quantizer.dim(),
+            quantizer.lo(),
+            quantizer.delta(),
+            codes,
+            corrections,
+        )
+    }
+
+    /// A view from the quantizer's range (`lo`, `delta`) stored alongside the codes.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] on inconsistent lengths or a non-positive step.
+    pub fn from_parts(
+        dim: usize,
+        lo: f32,
+        delta: f32,
+        codes: &'a [u8],
+        corrections: &'a [f32],
+    ) -> Result<Self> {
+        if dim == 0 || codes.len() != corrections.len() * dim {
+            return Err(Error::InvalidInput(format!(
+                "sq8: {} code bytes for {} rows of dim {dim}",
+                codes.len(),
+                corrections.len()
+            )));
+        }
+        if !(delta > 0.0 && delta.is_finite() && lo.is_finite()) {
+            return Err(Error::InvalidInput("sq8: bad range".into()));
+        }
+        Ok(Self {
+            dim,
+            lo,
+            delta,
+            codes,
+            corrections,
+        })
+    }
+
+    /// Borrow an owned [`Sq8Codes`].
+    pub fn from_codes(codes: &'a Sq8Codes) -> Self {
+        let q = codes.quantizer();
+        Self {
+            dim: q.dim(),
+            lo: q.lo(),
+            delta: q.delta(),
+            codes: codes.codes(),
+            corrections: codes.corrections(),
+        }
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.corrections.len()
+    }
+
+    /// Whether there are no rows.
+    pub fn is_empty(&self) -> bool {
+        self.corrections.is_empty()
+    }
+
+    /// Bytes of codes and corrections.
+    pub fn memory_bytes(&self) -> usize {
+        self.codes.len() + 4 * self.corrections.len()
+    }
+
+    fn encode_query(&self, query: &[f32], out: &mut Vec<u8>) {
+        out.clear();
+        let inv = 1.0 / self.delta;
+        out.extend(
+            query
+                .iter()
+                .map(|&x| ((x - self.lo) * inv).round().clamp(0.0, 255.0) as u8),
+        );
+    }
+}
+
+struct Sq8Scorer<'a> {
+    k: &'static Kernels,
+    view: &'a Sq8View<'a>,
+    qcode: &'a [u8],
+    d2: f32,
+    space: Space,
+}
+
+impl Sq8Scorer<'_> {
+    #[inline]
+    fn code(&self, id: u32) -> &[u8] {
+        let s = id as usize * self.view.dim;
+        &self.view.codes[s..s + self.view.dim]
+    }
+}
+
+impl Scorer for Sq8Scorer<'_> {
+    #[inline]
+    fn score_one(&self, id: u32) -> f32 {
+        let c = self.code(id);
+        match self.space {
+            Space::Dot => {
+                self.d2 * self.k.dot_u8(self.qcode, c) as f32 + self.view.corrections[id as usize]
+            }
+            Space::L2 => -self.d2 * self.k.l2sq_u8(self.qcode, c) as f32,
+        }
+    }
+
+    #[inline]
+    fn score_ids(&self, ids: &[u32], out: &mut [f32]) {
+        const AHEAD: usize = 3;
+        for &id in ids.iter().take(AHEAD) {
+            eddy_kernels::prefetch(self.code(id));
+        }
+        for (i, (&id, o)) in ids.iter().zip(out.iter_mut()).enumerate() {
+            if let Some(&next) = ids.get(i + AHEAD) {
+                eddy_kernels::prefetch(self.code(next));
+            }
+            *o = self.score_one(id);
+        }
+    }
+}
+
+/// Greedy descent from `entry` through levels `top..=1`; returns the closest node found.
+pub(crate) fn descend<L: Links, S: Scorer>(
+    links: &L,
+    scorer: &S,
+    ctx: &mut SearchContext,
+    mut cur: Item,
+    top: usize,
+    bottom: usize,
+) -> Item {
+    for level in (bottom..=top).rev() {
+        loop {
+            ctx.links.clear();
+            links.get(level, cur.id, &mut ctx.links);
+            let n = ctx.links.len();
+            ctx.scores.clear();
+            ctx.scores.resize(n, 0.0);
+            scorer.score_ids(&ctx.links, &mut ctx.scores);
+            let mut best = cur;
+            for (&id, &s) in ctx.links.iter().zip(&ctx.scores) {
+                let it = Item { score: s, id };
+                if it > best {
+                    best = it;
+                }
+            }
+            if best.id == cur.id {
+                break;
+            }
+            cur = best;
+        }
+    }
+    cur
+}
+
+/// Best-first beam search on one level from the entries already in `ctx`
+/// (`ctx.begin` called, entries visited and pushed). Results (accepted nodes
+/// only, at most `ef`) end in `ctx.res`.
+pub(crate) fn beam<L: Links, S: Scorer, A: Fn(u32) -> bool>(
+    links: &L,
+    scorer: &S,
+    ctx: &mut SearchContext,
+    level: usize,
+    ef: usize,
+    accept: &A,
+) {
+    while let Some(c) = ctx.cand.pop() {
+        if ctx.res.len() >= ef {
+            if let Some(Reverse(worst)) = ctx.res.peek() {
+                if c.score < worst.score {
+                    break;
+                }
+            }
+        }
+        if let Some(next) = ctx.cand.peek() {
+            links.prefetch0(next.id);
+        }
+        ctx.links.clear();
+        links.get(level, c.id, &mut ctx.links);
+        ctx.ids.clear();
+        for i in 0..ctx.links.len() {
+            let nb = ctx.links[i];
+            if ctx.visit(nb) {
+                ctx.ids.push(nb);
+            }
+        }
+        if ctx.ids.is_empty() {
+            continue;
+        }
+        ctx.scores.clear();
+        ctx.scores.resize(ctx.ids.len(), 0.0);
+        scorer.score_ids(&ctx.ids, &mut ctx.scores);
+        for i in 0..ctx.ids.len() {
+            let it = Item {
+                score: ctx.scores[i],
+                id: ctx.ids[i],
+            };
+            let full = ctx.res.len() >= ef;
+            let bound = match ctx.res.peek() {
+                Some(Reverse(w)) if full => w.score,
+                _ => f32::NEG_INFINITY,
+            };
+            if !full || it.score > bound {
+                ctx.cand.push(it);
+                if accept(it.id) {
+                    ctx.res.push(Reverse(it));
+                    if ctx.res.len() > ef {
+                        ctx.res.pop();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Full walk: descent, then a level-`level` beam of width `ef`; results sorted
+/// best first into `ctx.sorted`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn walk<L: Links, S: Scorer, A: Fn(u32) -> bool>(
+    links: &L,
+    scorer: &S,
+    ctx: &mut SearchContext,
+    n: usize,
+    entry: Item,
+    top: usize,
+    ef: usize,
+    accept: &A,
+) {
+    let ep = if top > 0 {
+        descend(links, scorer, ctx, entry, top, 1)
+    } else {
+        entry
+    };
+    ctx.begin(n);
+    ctx.visit(ep.id);
+    ctx.cand.push(ep);
+    if accept(ep.id) {
+        ctx.res.push(Reverse(ep));
+    }
+    beam(links, scorer, ctx, 0, ef, accept);
+    drain_sorted(ctx);
+}
+
+pub(crate) fn drain_sorted(ctx: &mut SearchContext) {
+    ctx.sorted.clear();
+    ctx.sorted.extend(ctx.res.drain().map(|Reverse(it)| it));
+    ctx.sorted.sort_unstable_by(|a, b| b.cmp(a));
+}
+
+fn check_args(view: &GraphView<'_>, vectors: &[f32], dim: usize, query: &[f32]) {
+    assert!(
+        dim > 0 && query.len() == dim,
+        "eddy_hnsw::search: query has {} values, dim is {dim}",
+        query.len()
+    );
+    assert!(
+        vectors.len() >= view.len() * dim,
+        "eddy_hnsw::search: {} vector values for {} rows of dim {dim}",
+        vectors.len(),
+        view.len()
+    );
+}
+
+/// Node-level acceptance: a representative counts when it or one of its duplicates passes.
+fn node_accept<'v>(
+    view: &'v GraphView<'_>,
+    accept: &'v dyn Fn(u32) -> bool,
+) -> impl Fn(u32) -> bool + 'v {
+    move |id| accept(id) || view.duplicates(id).iter().any(|&d| accept(d))
+}
+
+/// Expand the sorted representatives into rows (duplicates carry the same score),
+/// keeping accepted rows, until `limit` rows.
+fn expand(
+    view: &GraphView<'_>,
+    sorted: &[Item],
+    accept: Option<&dyn Fn(u32) -> bool>,
+    limit: usize,
+    out: &mut Vec<(u32, f32)>,
+) {
+    out.clear();
+    let ok = |id: u32| accept.is_none_or(|a| a(id));
+    for it in sorted {
+        if out.len() >= limit {
+            break;
+        }
+        if ok(it.id) {
+            out.push((it.id, it.score));
+        }
+        for &d in view.duplicates(it.id) {
+            if out.len() >= limit {
+                break;
+            }
+            if ok(d) {
+                out.push((d, it.score));
+            }
+        }
+    }
+}
+
+/// Search with exact f32 traversal; results `(row, score)` best first, at most `k`.
+///
+/// `accept` restricts the results (payload filters, deleted rows) but not the walk.
+/// `ef` is raised to `k` when smaller.
+///
+/// # Panics
+/// If `query.len() != dim` or `vectors` holds fewer than `view.len()` rows.
+#[allow(clippy::too_many_arguments)]
+pub fn search(
+    view: &GraphView<'_>,
+    ctx: &mut SearchContext,
+    vectors: &[f32],
+    dim: usize,
+    space: Space,
+    query: &[f32],
+    k: usize,
+    ef: usize,
+    accept: Option<&dyn Fn(u32) -> bool>,
+) -> Vec<(u32, f32)> {
+    let mut out = Vec::with_capacity(k);
+    search_into(
+        view, ctx, vectors, dim, space, query, k, ef, accept, &mut out,
+    );
+    out
+}
+
+/// [`search`] writing into `out` (cleared first): no allocation after warm-up.
+///
+/// # Panics
+/// As [`search`].
+#[allow(clippy::too_many_arguments)]
+pub fn search_into(
+    view: &GraphView<'_>,
+    ctx: &mut SearchContext,
+    vectors: &[f32],
+    dim: usize,
+    space: Space,
+    query: &[f32],
+    k: usize,
+    ef: usize,
+    accept: Option<&dyn Fn(u32) -> bool>,
+    out: &mut Vec<(u32, f32)>,
+) {
+    out.clear();
+    check_args(view, vectors, dim, query);
+    if view.is_empty() || k == 0 {
+        return;
+    }
+    let scorer = F32Scorer::new(vectors, dim, space, query);
+    let entry = Item {
+        score: scorer.score_one(view.entry),
+        id: view.entry,
+    };
+    let ef = ef.max(k);
+    let top = view.max_level as usize;
+    match accept {
+        None => walk(view, &scorer, ctx, view.len(), entry, top, ef, &|_| true),
+        Some(a) => {
+            let acc = node_accept(view, a);
+            walk(view, &scorer, ctx, view.len(), entry, top, ef, &acc);
+        }
+    }
+    let sorted = std::mem::take(&mut ctx.sorted);
+    expand(view, &sorted, accept, k, out);
+    ctx.sorted = sorted;
+}
+
+/// Search traversing SQ8 codes, then rescoring the best `rescore` (at least `k`)
+/// candidates exactly in f32; results `(row, exact score)` best first, at most `k`.
+///
+/// # Panics
+/// If `query.len() != dim`, the codes' dimension differs, or `vectors`/`codes`
+/// hold fewer than `view.len()` rows.
+#[allow(clippy::too_many_arguments)]
+pub fn search_sq8(
+    view: &GraphView<'_>,
+    ctx: &mut SearchContext,
+    codes: &Sq8View<'_>,
+    vectors: &[f32],
+    dim: usize,
+    space: Space,
+    query: &[f32],
+    k: usize,
+    ef: usize,
+    rescore: usize,
+    accept: Option<&dyn Fn(u32) -> bool>,
+) -> Vec<(u32, f32)> {
+    let mut out = Vec::with_capacity(k);
+    search_sq8_into(
+        view, ctx, codes, vectors, dim, space, query, k, ef, rescore, accept, &mut out,
+    );
+    out
+}
+
+/// [`search_sq8`] writing into `out` (cleared first).
+///
+/// # Panics
+/// As [`search_sq8`].
+#[allow(clippy::too_many_arguments)]
+pub fn search_sq8_into(
+    view: &GraphView<'_>,
+    ctx: &mut SearchContext,
+    codes: &Sq8View<'_>,
+    vectors: &[f32],
+    dim: usize,
+    space: Space,
+    query: &[f32],
+    k: usize,
+    ef: usize,
+    rescore: usize,
+    accept: Option<&dyn Fn(u32) -> bool>,
+    out: &mut Vec<(u32, f32)>,
+) {
+    out.clear();
+    check_args(view, vectors, dim, query);
+    assert!(
+        codes.dim == dim && codes.len() >= view.len(),
+        "eddy_hnsw::search_sq8: codes are {} rows of dim {}, graph has {} rows of dim {dim}",
+        codes.len(),
+        codes.dim,
+        view.len()
+    );
+    if view.is_empty() || k == 0 {
+        return;
+    }
+    let mut qcode = std::mem::take(&mut ctx.qcode);
+    codes.encode_query(query, &mut qcode);
+    let scorer = Sq8Scorer {
+        k: Kernels::get(),
+        view: codes,
+        qcode: &qcode,
+        d2: codes.delta * codes.delta,
+        space,
+    };
+    let rescore = rescore.max(k);
+    let ef = ef.max(rescore);
+    let entry = Item {
+        score: scorer.score_one(view.entry),
+        id: view.entry,
+    };
+    let top = view.max_level as usize;
+    match accept {
+        None => walk(view, &scorer, ctx, view.len(), entry, top, ef, &|_| true),
+        Some(a) => {
+            let acc = node_accept(view, a);
+            walk(view, &scorer, ctx, view.len(), entry, top, ef, &acc);
+        }
+    }
+    ctx.qcode = qcode;
+    let sorted = std::mem::take(&mut ctx.sorted);
+    let mut cands = std::mem::take(&mut ctx.expanded);
+    expand(view, &sorted, accept, rescore, &mut cands);
+    ctx.sorted = sorted;
+    // Exact rescoring.
+    ctx.ids.clear();
+    ctx.ids.extend(cands.iter().map(|c| c.0));
+    ctx.scores.clear();
+    ctx.scores.resize(ctx.ids.len(), 0.0);
+    F32Scorer::new(vectors, dim, space, query).score_ids(&ctx.ids, &mut ctx.scores);
+    for (c, &s) in cands.iter_mut().zip(&ctx.scores) {
+        c.1 = s;
+    }
+    cands.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    out.extend(cands.iter().take(k).copied());
+    ctx.expanded = cands;
+}
+
+/// Exact scan over `rows` (e.g. the rows matching a selective filter): top `k`
+/// `(row, score)` best first.
+///
+/// # Panics
+/// If `query.len() != dim` or a row is past the end of `vectors`.
+pub fn exact_scan(
+    vectors: &[f32],
+    dim: usize,
+    space: Space,
+    query: &[f32],
+    rows: &[u32],
+    k: usize,
+) -> Vec<(u32, f32)> {
+    assert_eq!(query.len(), dim, "eddy_hnsw::exact_scan: query length");
+    let mut scores = vec![0.0f32; rows.len()];
+    F32Scorer::new(vectors, dim, space, query).score_ids(rows, &mut scores);
+    let mut heap: BinaryHeap<Reverse<Item>> = BinaryHeap::with_capacity(k + 1);
+    for (&id, &score) in rows.iter().zip(&scores) {
+        let it = Item { score, id };
+        if heap.len() < k {
+            heap.push(Reverse(it));
+        } else if let Some(Reverse(w)) = heap.peek() {
+            if it > *w {
+                heap.pop();
+                heap.push(Reverse(it));
+            }
+        }
+    }
+    let mut v: Vec<Item> = heap.into_iter().map(|Reverse(i)| i).collect();
+    v.sort_unstable_by(|a, b| b.cmp(a));
+    v.into_iter().map(|i| (i.id, i.score)).collect()
+}
+
+/// Nodes that a level-0 walk from the entry point cannot reach (folded
+/// duplicates count as reachable when their representative is).
+pub fn unreachable_count(view: &GraphView<'_>) -> usize {
+    let n = view.len();
+    if n == 0 {
+        return 0;
+    }
+    let reach = reachable(view);
+    let mut dup = vec![false; n];
+    for &d in view.dup_rows {
+        dup[d as usize] = true;
+    }
+    (0..n).filter(|&i| !reach[i] && !dup[i]).count()
+}
+
+/// Level-0 reachability from the entry point.
+pub(crate) fn reachable(view: &GraphView<'_>) -> Vec<bool> {
+    let n = view.len();
+    let mut reach = vec![false; n];
+    if n == 0 {
+        return reach;
+    }
+    let mut stack = vec![view.entry];
+    reach[view.entry as usize] = true;
+    while let Some(u) = stack.pop() {
+        for &v in view.neighbors(u) {
+            if !reach[v as usize] {
+                reach[v as usize] = true;
+                stack.push(v);
+            }
+        }
+    }
+    reach
+}

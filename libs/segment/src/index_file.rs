@@ -1,0 +1,153 @@
+//! A segment's index file (`<segment>.idx`): the structures built after a
+//! segment is sealed — the HNSW graph and quantized codes — in the same
+//! framed container as the segment. The segment stays immutable; the index
+//! file sits beside it and the manifest names it once it is written, so a
+//! segment is searchable (by exact scan) before its graph exists.
+//!
+//! Header fields after the common ones: dim u32 at 16, rows u64 at 24.
+
+use std::path::Path;
+
+use crate::format::HEADER_LEN;
+use crate::framed::{self, le_u32, le_u64, Expect, Framed};
+use crate::{Error, Result};
+
+/// Magic at the start of every index file.
+pub const INDEX_MAGIC: [u8; 8] = *b"EDDYIDX\0";
+/// Index file format version this build writes.
+pub const INDEX_FORMAT_VERSION: u32 = 1;
+
+/// Kinds of section in an index file. Unknown kinds are ignored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum IndexSection {
+    /// The HNSW graph (`eddy_hnsw` byte format).
+    Graph = 1,
+    /// SQ8 quantizer parameters (`eddy_hnsw` SQ8 format).
+    Sq8Params = 2,
+    /// SQ8 codes, `rows * dim` bytes.
+    Sq8Codes = 3,
+    /// SQ8 per-row correction terms, `rows` f32.
+    Sq8Corrections = 4,
+}
+
+/// Collects sections and writes one index file.
+#[derive(Debug, Default)]
+pub struct IndexWriter {
+    dim: usize,
+    rows: usize,
+    sections: Vec<(u32, Vec<u8>)>,
+}
+
+impl IndexWriter {
+    /// A writer for the index of a segment of `rows` vectors of `dim` floats.
+    pub fn new(rows: usize, dim: usize) -> Self {
+        Self {
+            dim,
+            rows,
+            sections: Vec::new(),
+        }
+    }
+
+    /// Adds a section.
+    pub fn section(&mut self, kind: IndexSection, bytes: Vec<u8>) -> &mut Self {
+        self.sections.push((kind as u32, bytes));
+        self
+    }
+
+    /// Writes the file (temporary name, fsync, rename); returns its size.
+    pub fn finish(&self, path: &Path) -> Result<u64> {
+        let mut header = [0u8; HEADER_LEN];
+        header[0..8].copy_from_slice(&INDEX_MAGIC);
+        header[8..12].copy_from_slice(&INDEX_FORMAT_VERSION.to_le_bytes());
+        header[16..20].copy_from_slice(&(self.dim as u32).to_le_bytes());
+        header[24..32].copy_from_slice(&(self.rows as u64).to_le_bytes());
+        let sections: Vec<(u32, &[u8])> = self
+            .sections
+            .iter()
+            .map(|(k, b)| (*k, b.as_slice()))
+            .collect();
+        framed::write(path, header, &sections)
+    }
+}
+
+/// A mapped, checked index file.
+#[derive(Debug)]
+pub struct SegmentIndex {
+    file: Framed,
+}
+
+impl SegmentIndex {
+    /// Maps the index file at `path` and checks that it belongs to a segment
+    /// of `rows` vectors of `dim` floats.
+    pub fn open(path: &Path, rows: usize, dim: usize) -> Result<SegmentIndex> {
+        let file = Framed::open(
+            path,
+            &Expect {
+                magic: INDEX_MAGIC,
+                what: "index file",
+                oldest: INDEX_FORMAT_VERSION,
+                current: INDEX_FORMAT_VERSION,
+            },
+        )?;
+        let h = file.header();
+        let (found_dim, found_rows) = (le_u32(h, 16) as usize, le_u64(h, 24));
+        if found_dim != dim || found_rows != rows as u64 {
+            return Err(Error::corrupt(
+                path,
+                format!(
+                    "index is for {found_rows} rows of dim {found_dim}, the segment has {rows} of dim {dim}"
+                ),
+            ));
+        }
+        Ok(SegmentIndex { file })
+    }
+
+    /// A section's bytes, if the file has it. Sections start 64-byte aligned
+    /// in the map.
+    pub fn section(&self, kind: IndexSection) -> Option<&[u8]> {
+        self.file
+            .has(kind as u32)
+            .then(|| self.file.section(kind as u32))
+    }
+
+    /// Size of the file in bytes.
+    pub fn file_len(&self) -> usize {
+        self.file.map.len()
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.file.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_mismatch() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("a.idx");
+        let mut w = IndexWriter::new(3, 2);
+        w.section(IndexSection::Graph, vec![1, 2, 3]);
+        w.section(IndexSection::Sq8Codes, vec![9; 6]);
+        w.finish(&path).expect("write");
+        let idx = SegmentIndex::open(&path, 3, 2).expect("open");
+        assert_eq!(idx.section(IndexSection::Graph), Some(&[1u8, 2, 3][..]));
+        assert_eq!(idx.section(IndexSection::Sq8Codes), Some(&[9u8; 6][..]));
+        assert_eq!(idx.section(IndexSection::Sq8Params), None);
+        let graph = idx.section(IndexSection::Graph).expect("graph");
+        assert_eq!(graph.as_ptr() as usize % 64, 0, "sections are aligned");
+        let err = SegmentIndex::open(&path, 4, 2).expect_err("wrong rows");
+        assert!(err.to_string().contains("3 rows"), "{err}");
+
+        let mut bytes = std::fs::read(&path).expect("read");
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 1;
+        std::fs::write(&path, &bytes).expect("write");
+        let err = SegmentIndex::open(&path, 3, 2).expect_err("corrupt");
+        assert!(err.to_string().contains("checksum"), "{err}");
+    }
+}

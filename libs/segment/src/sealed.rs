@@ -1,0 +1,341 @@
+//! Searching and indexing a sealed segment: the HNSW graph and SQ8 codes of
+//! its index file, payload filters answered from its payload index, and the
+//! exact-scan path that small segments and selective filters take.
+
+use std::cell::RefCell;
+use std::path::Path;
+
+use eddy_filter::{Filter, IndexError, Plan, Planner, RoaringBitmap};
+use eddy_hnsw::{GraphView, HnswParams, SearchContext, Space, Sq8View};
+use eddy_model::Metric;
+use eddy_quant::sq8::{Sq8Config, Sq8Quantizer};
+
+use crate::index_file::{IndexSection, IndexWriter, SegmentIndex};
+use crate::search::{exact_scan, Neighbor};
+use crate::{Error, Result, Segment};
+
+/// Default for [`IndexParams::min_rows`]: segments with fewer rows get no graph: an exact block scan of
+/// a few thousand rows is as fast as a graph walk and always exact.
+pub const MIN_GRAPH_ROWS: usize = 2_048;
+
+/// Default beam width of a graph search.
+pub const DEFAULT_EF: usize = 128;
+
+/// Which representation a graph walk scores candidates with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Quantization {
+    /// SQ8 codes when the segment has them, else f32.
+    #[default]
+    Auto,
+    /// Full-precision f32 vectors.
+    None,
+    /// SQ8 codes, candidates rescored in f32.
+    Sq8,
+}
+
+impl std::str::FromStr for Quantization {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" => Ok(Quantization::Auto),
+            "none" | "f32" => Ok(Quantization::None),
+            "sq8" | "int8" | "scalar" => Ok(Quantization::Sq8),
+            other => Err(format!(
+                "unknown quantization {other:?}; expected auto, none or sq8"
+            )),
+        }
+    }
+}
+
+/// How one query searches one sealed segment.
+#[derive(Debug, Clone, Copy)]
+pub struct SealedQuery<'a> {
+    /// Neighbours wanted.
+    pub k: usize,
+    /// Beam width of the graph walk (raised to `k`).
+    pub ef: usize,
+    /// Scan every row exactly instead of walking the graph.
+    pub exact: bool,
+    /// Which codes the walk scores with.
+    pub quantization: Quantization,
+    /// Candidates rescored in f32 after a quantized walk, as a multiple of
+    /// `k` (at least 1).
+    pub oversampling: f32,
+    /// Rescore `k * oversampling` quantized candidates with f32 (off: the
+    /// walk's top `k` by code score, reported with their f32 scores).
+    pub rescore: bool,
+    /// Payload filter.
+    pub filter: Option<&'a Filter>,
+    /// When a filter is answered by exact scan instead of the graph.
+    pub planner: Planner,
+}
+
+impl Default for SealedQuery<'_> {
+    fn default() -> Self {
+        Self {
+            k: 10,
+            ef: DEFAULT_EF,
+            exact: false,
+            quantization: Quantization::Auto,
+            oversampling: 4.0,
+            rescore: true,
+            filter: None,
+            planner: Planner::default(),
+        }
+    }
+}
+
+/// Index build settings.
+#[derive(Debug, Clone, Copy)]
+pub struct IndexParams {
+    /// Graph parameters.
+    pub hnsw: HnswParams,
+    /// Also write SQ8 codes.
+    pub sq8: bool,
+    /// Segments with fewer rows get no index.
+    pub min_rows: usize,
+}
+
+impl Default for IndexParams {
+    fn default() -> Self {
+        Self {
+            hnsw: HnswParams::default(),
+            sq8: true,
+            min_rows: MIN_GRAPH_ROWS,
+        }
+    }
+}
+
+fn space(metric: Metric) -> Space {
+    match metric {
+        Metric::Cosine | Metric::Dot => Space::Dot,
+        Metric::L2 => Space::L2,
+    }
+}
+
+/// Builds the graph (on the current rayon pool) and SQ8 codes of `seg` and
+/// writes them as an index file at `path`; returns its size. Segments below
+/// `params.min_rows` get no index (`Ok(None)`).
+pub fn build_index(seg: &Segment, params: &IndexParams, path: &Path) -> Result<Option<u64>> {
+    if seg.rows() < params.min_rows.max(1) {
+        return Ok(None);
+    }
+    let (vectors, dim) = (seg.vectors(), seg.dim());
+    let index_err = |what: &str, e: String| Error::Index(format!("{what}: {e}"));
+    let graph = eddy_hnsw::Graph::build(vectors, dim, space(seg.metric()), &params.hnsw)
+        .map_err(|e| index_err("graph build", e.to_string()))?;
+    let mut graph_bytes = Vec::new();
+    graph
+        .write_to(&mut graph_bytes)
+        .map_err(|e| index_err("graph write", e.to_string()))?;
+    let mut writer = IndexWriter::new(seg.rows(), dim);
+    writer.section(IndexSection::Graph, graph_bytes);
+    if params.sq8 {
+        let metric = match seg.metric() {
+            Metric::Cosine | Metric::Dot => eddy_quant::Metric::Dot,
+            Metric::L2 => eddy_quant::Metric::L2,
+        };
+        let q = Sq8Quantizer::train(
+            vectors,
+            dim,
+            &Sq8Config {
+                metric,
+                ..Sq8Config::default()
+            },
+        )
+        .map_err(|e| index_err("sq8 training", e.to_string()))?;
+        let codes = q
+            .encode_all(vectors)
+            .map_err(|e| index_err("sq8 encoding", e.to_string()))?;
+        let mut params_bytes = Vec::with_capacity(8);
+        params_bytes.extend_from_slice(&q.lo().to_le_bytes());
+        params_bytes.extend_from_slice(&q.delta().to_le_bytes());
+        writer.section(IndexSection::Sq8Params, params_bytes);
+        writer.section(IndexSection::Sq8Codes, codes.codes().to_vec());
+        writer.section(
+            IndexSection::Sq8Corrections,
+            bytemuck::cast_slice(codes.corrections()).to_vec(),
+        );
+    }
+    writer.finish(path).map(Some)
+}
+
+/// Checks an index file's graph and codes once, at load, so searches can
+/// use the unverified (header-only) views.
+pub fn check_index(seg: &Segment, index: &SegmentIndex) -> Result<()> {
+    let bad = |what: String| Error::corrupt(index.path(), what);
+    let graph = graph_view(index).ok_or_else(|| bad("no graph section".into()))?;
+    let graph = graph.map_err(|e| bad(format!("graph: {e}")))?;
+    if graph.len() != seg.rows() || graph.dim() != seg.dim() {
+        return Err(bad(format!(
+            "graph covers {} rows of dim {}, segment has {} of dim {}",
+            graph.len(),
+            graph.dim(),
+            seg.rows(),
+            seg.dim()
+        )));
+    }
+    if let Some(codes) = sq8_view(seg, index) {
+        codes.map_err(|e| bad(format!("sq8 codes: {e}")))?;
+    }
+    Ok(())
+}
+
+fn graph_view(
+    index: &SegmentIndex,
+) -> Option<std::result::Result<GraphView<'_>, eddy_hnsw::Error>> {
+    index
+        .section(IndexSection::Graph)
+        .map(GraphView::from_bytes_unverified)
+}
+
+fn sq8_view<'a>(
+    seg: &Segment,
+    index: &'a SegmentIndex,
+) -> Option<std::result::Result<Sq8View<'a>, eddy_hnsw::Error>> {
+    let params = index.section(IndexSection::Sq8Params)?;
+    let codes = index.section(IndexSection::Sq8Codes)?;
+    let corrections = index.section(IndexSection::Sq8Corrections)?;
+    let bad = |m: &str| eddy_hnsw::Error::InvalidInput(m.to_owned());
+    let Some((lo, delta)) = params.get(0..8).map(|p| {
+        (
+            f32::from_le_bytes([p[0], p[1], p[2], p[3]]),
+            f32::from_le_bytes([p[4], p[5], p[6], p[7]]),
+        )
+    }) else {
+        return Some(Err(bad("sq8 parameters are truncated")));
+    };
+    let Ok(corrections) = bytemuck::try_cast_slice::<u8, f32>(corrections) else {
+        return Some(Err(bad("sq8 corrections are misaligned")));
+    };
+    Some(Sq8View::from_parts(
+        seg.dim(),
+        lo,
+        delta,
+        codes,
+        corrections,
+    ))
+}
+
+thread_local! {
+    /// Per search thread: the graph walk's reusable state.
+    static CONTEXT: RefCell<SearchContext> = RefCell::new(SearchContext::default());
+}
+
+/// The rows of `seg` matching `filter`: from the payload index when the
+/// segment has one covering the filter's fields, else by reading payloads.
+pub fn filter_rows(seg: &Segment, filter: &Filter) -> RoaringBitmap {
+    if let Some(Ok(index)) = seg.payload_index() {
+        match index.evaluate(filter) {
+            Ok(rows) => return rows,
+            Err(IndexError::FieldNotIndexed(_) | IndexError::FieldTypeMismatch { .. }) => {}
+            Err(e) => {
+                tracing::warn!(segment = %seg.path().display(), error = %e, "payload index unusable; reading payloads")
+            }
+        }
+    }
+    (0..seg.rows() as u32)
+        .filter(|&row| {
+            let json = seg.payload_json(row);
+            let payload = if json.is_empty() {
+                serde_json::Value::Object(Default::default())
+            } else {
+                serde_json::from_slice(json).unwrap_or(serde_json::Value::Null)
+            };
+            filter.matches(&payload)
+        })
+        .collect()
+}
+
+/// The `k` closest rows of `seg` to `query` that `accept` (deletes, rows
+/// shadowed by fresher events) and the query's filter let through, closest
+/// first, as rank keys (smaller is closer).
+pub fn search_sealed(
+    seg: &Segment,
+    index: Option<&SegmentIndex>,
+    query: &[f32],
+    q: &SealedQuery<'_>,
+    accept: &dyn Fn(u32) -> bool,
+) -> Vec<Neighbor> {
+    let allowed = q.filter.map(|f| filter_rows(seg, f));
+    let graph = if q.exact {
+        None
+    } else {
+        index.and_then(graph_view).and_then(|g| g.ok())
+    };
+    let to_neighbors = |hits: Vec<(u32, f32)>| -> Vec<Neighbor> {
+        // Graph scores are "higher is closer" (dot, or -l2sq).
+        hits.into_iter()
+            .map(|(row, score)| Neighbor { row, key: -score })
+            .collect()
+    };
+    if let Some(allowed) = &allowed {
+        let plan = q.planner.plan(allowed.len(), seg.rows() as u64);
+        if matches!(plan, Plan::Empty) {
+            return Vec::new();
+        }
+        if graph.is_none() || matches!(plan, Plan::Exact) {
+            let rows: Vec<u32> = allowed.iter().filter(|&r| accept(r)).collect();
+            return to_neighbors(eddy_hnsw::exact_scan(
+                seg.vectors(),
+                seg.dim(),
+                space(seg.metric()),
+                query,
+                &rows,
+                q.k,
+            ));
+        }
+    }
+    let Some(graph) = graph else {
+        return exact_scan(seg.vectors(), seg.dim(), seg.metric(), query, q.k, accept);
+    };
+    let combined = |row: u32| allowed.as_ref().is_none_or(|a| a.contains(row)) && accept(row);
+    let accept_fn: &dyn Fn(u32) -> bool = &combined;
+    let codes = match q.quantization {
+        Quantization::None => None,
+        Quantization::Auto | Quantization::Sq8 => {
+            index.and_then(|i| sq8_view(seg, i)).and_then(|c| c.ok())
+        }
+    };
+    let sp = space(seg.metric());
+    let hits = CONTEXT.with(|ctx| {
+        let mut ctx = ctx.borrow_mut();
+        match codes {
+            Some(codes) => {
+                // Without rescoring the walk's top k by code score is kept
+                // (their f32 scores are still what is reported).
+                let rescore = if q.rescore {
+                    ((q.k as f32) * q.oversampling.max(1.0)).ceil() as usize
+                } else {
+                    q.k
+                };
+                eddy_hnsw::search_sq8(
+                    &graph,
+                    &mut ctx,
+                    &codes,
+                    seg.vectors(),
+                    seg.dim(),
+                    sp,
+                    query,
+                    q.k,
+                    q.ef,
+                    rescore,
+                    Some(accept_fn),
+                )
+            }
+            None => eddy_hnsw::search(
+                &graph,
+                &mut ctx,
+                seg.vectors(),
+                seg.dim(),
+                sp,
+                query,
+                q.k,
+                q.ef,
+                Some(accept_fn),
+            ),
+        }
+    });
+    to_neighbors(hits)
+}

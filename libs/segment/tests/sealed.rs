@@ -1,0 +1,165 @@
+//! Sealed-segment search through the index file: graph walks (f32 and SQ8)
+//! agree with exact search, filters and deletes restrict results without
+//! losing recall, and a damaged index file is refused.
+
+use std::collections::{BTreeMap, HashSet};
+
+use eddy_filter::Filter;
+use eddy_model::{FieldType, IdType, Metric, PointId};
+use eddy_segment::{
+    build_index, check_index, search_sealed, Growing, IndexParams, Quantization, SealedQuery,
+    Segment, SegmentIndex,
+};
+use rand::{Rng, SeedableRng};
+
+const DIM: usize = 16;
+const ROWS: usize = 3_000;
+
+fn fields() -> BTreeMap<String, FieldType> {
+    BTreeMap::from([
+        ("color".to_owned(), FieldType::Keyword),
+        ("n".to_owned(), FieldType::Integer),
+    ])
+}
+
+/// A segment of clustered random unit vectors with a `color` (1 in 50 rows
+/// "red") and an integer `n`, plus its index file.
+fn fixture(dir: &std::path::Path) -> (Segment, SegmentIndex) {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let centers: Vec<Vec<f32>> = (0..20)
+        .map(|_| (0..DIM).map(|_| rng.random_range(-1.0..1.0)).collect())
+        .collect();
+    let mut g = Growing::new(DIM, Metric::Cosine, IdType::U64);
+    for i in 0..ROWS {
+        let c = &centers[i % centers.len()];
+        let mut v: Vec<f32> = c.iter().map(|x| x + rng.random_range(-0.3..0.3)).collect();
+        eddy_event::normalize(&mut v);
+        let color = if i % 50 == 0 { "red" } else { "blue" };
+        let payload = format!(r#"{{"color":"{color}","n":{i}}}"#);
+        g.upsert(PointId::Num(i as u64), &v, payload.as_bytes(), 0, i as i64);
+    }
+    let seg_path = dir.join("s.seg");
+    g.write_segment(&seg_path, &fields()).expect("segment");
+    let seg = Segment::open(&seg_path).expect("open segment");
+    let idx_path = dir.join("s.idx");
+    // One build thread: the graph (and so every figure below) is the same
+    // on every run.
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .expect("pool")
+        .install(|| build_index(&seg, &IndexParams::default(), &idx_path))
+        .expect("index")
+        .expect("big enough for a graph");
+    let index = SegmentIndex::open(&idx_path, seg.rows(), seg.dim()).expect("open index");
+    check_index(&seg, &index).expect("index checks");
+    (seg, index)
+}
+
+fn queries() -> Vec<Vec<f32>> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(99);
+    (0..50)
+        .map(|_| {
+            let mut v: Vec<f32> = (0..DIM).map(|_| rng.random_range(-1.0..1.0)).collect();
+            eddy_event::normalize(&mut v);
+            v
+        })
+        .collect()
+}
+
+fn recall(
+    seg: &Segment,
+    index: &SegmentIndex,
+    q: &SealedQuery<'_>,
+    accept: &dyn Fn(u32) -> bool,
+) -> f64 {
+    let exact_q = SealedQuery { exact: true, ..*q };
+    let (mut hit, mut total) = (0usize, 0usize);
+    for query in queries() {
+        let truth: HashSet<u32> = search_sealed(seg, Some(index), &query, &exact_q, accept)
+            .iter()
+            .map(|n| n.row)
+            .collect();
+        let got = search_sealed(seg, Some(index), &query, q, accept);
+        assert!(got.windows(2).all(|w| w[0].key <= w[1].key), "sorted");
+        assert!(got.iter().all(|n| accept(n.row)), "accept is honoured");
+        hit += got.iter().filter(|n| truth.contains(&n.row)).count();
+        total += truth.len();
+    }
+    hit as f64 / total.max(1) as f64
+}
+
+#[test]
+fn graph_walks_match_exact_search() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (seg, index) = fixture(dir.path());
+    let all = |_: u32| true;
+    for quantization in [Quantization::None, Quantization::Sq8] {
+        let q = SealedQuery {
+            k: 10,
+            ef: 128,
+            quantization,
+            ..SealedQuery::default()
+        };
+        let r = recall(&seg, &index, &q, &all);
+        assert!(r >= 0.95, "{quantization:?}: recall@10 {r}");
+    }
+}
+
+#[test]
+fn deletes_and_filters_restrict_results_without_losing_recall() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (seg, index) = fixture(dir.path());
+    // Every third row deleted: the walk still passes through them.
+    let not_deleted = |row: u32| !row.is_multiple_of(3);
+    let q = SealedQuery {
+        k: 10,
+        ef: 128,
+        ..SealedQuery::default()
+    };
+    let r = recall(&seg, &index, &q, &not_deleted);
+    assert!(r >= 0.95, "with deletes: recall@10 {r}");
+
+    // Selective (2 %): answered exactly from the payload index.
+    let red = Filter::parse(
+        &serde_json::json!({"must": [{"key": "color", "match": {"value": "red"}}]}),
+        &fields(),
+    )
+    .expect("filter");
+    let q_red = SealedQuery {
+        filter: Some(&red),
+        ..q
+    };
+    assert_eq!(recall(&seg, &index, &q_red, &not_deleted), 1.0);
+    for query in queries().iter().take(5) {
+        for n in search_sealed(&seg, Some(&index), query, &q_red, &not_deleted) {
+            assert_eq!(n.row % 50, 0, "only red rows");
+        }
+    }
+
+    // Broad (half the rows): walked through the graph, filter-aware.
+    let half = Filter::parse(
+        &serde_json::json!({"must": [{"key": "n", "range": {"lt": 1500}}]}),
+        &fields(),
+    )
+    .expect("filter");
+    let q_half = SealedQuery {
+        filter: Some(&half),
+        ..q
+    };
+    let r = recall(&seg, &index, &q_half, &not_deleted);
+    assert!(r >= 0.95, "broad filter: recall@10 {r}");
+}
+
+#[test]
+fn damaged_index_files_are_refused() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (seg, _) = fixture(dir.path());
+    let path = dir.path().join("s.idx");
+    let mut bytes = std::fs::read(&path).expect("read");
+    let at = bytes.len() / 3;
+    bytes[at] ^= 0x10;
+    std::fs::write(&path, &bytes).expect("write");
+    let err = SegmentIndex::open(&path, seg.rows(), seg.dim()).expect_err("damaged");
+    assert!(err.to_string().contains("checksum"), "{err}");
+}

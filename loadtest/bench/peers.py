@@ -1,0 +1,303 @@
+#!/usr/bin/env python3
+"""Compare eddy's HNSW with hnswlib, faiss (IndexHNSWFlat) and usearch on one dataset.
+
+Same M / ef_construction for every engine, same machine, same run; engines
+alternate (A/B/A/B, order reversed every round) for --rounds rounds and the
+spread across rounds is reported. Per engine: 2-thread build time, and per ef
+single-thread QPS and tie-aware recall@10. eddy runs through
+`eddy-bench --json` (its own timing loop, f32 and SQ8 traversal).
+
+Then, for recall@10 targets 0.90 / 0.95 / 0.99, each engine's QPS at the target
+is interpolated linearly in log(QPS) between the two ef points bracketing the
+target (never extrapolated: "not reached" / "below sweep" otherwise), and eddy's
+throughput ratio to each peer is printed, plus the build-time ratio.
+
+    pip install hnswlib faiss-cpu usearch numpy
+    python3 loadtest/bench/peers.py --dataset ../shared/datasets/debian-minilm \
+        --eddy-bin /work/target-hnsw/release/eddy-bench
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def fvecs(path, limit=None):
+    a = np.fromfile(path, dtype=np.int32)
+    d = int(a[0])
+    m = a.reshape(-1, d + 1)[:, 1:]
+    if limit:
+        m = m[:limit]
+    return np.ascontiguousarray(m.view(np.float32))
+
+
+def ivecs(path, limit=None):
+    a = np.fromfile(path, dtype=np.int32)
+    d = int(a[0])
+    m = a.reshape(-1, d + 1)[:, 1:]
+    return m[:limit] if limit else m
+
+
+def first(dirname, names):
+    for n in names:
+        p = os.path.join(dirname, n)
+        if os.path.exists(p):
+            return p
+    sys.exit(f"none of {names} in {dirname}")
+
+
+def recall10(base, queries, ids, gt, gts, space):
+    """Tie-aware recall@10: hit if in true top 10 or exact score >= 10th true score - 1e-5."""
+    k = 10
+    kth = gts[:, k - 1]
+    hits = 0
+    for i in range(len(queries)):
+        row = [int(x) for x in ids[i][:k] if x >= 0]
+        if not row:
+            continue
+        vecs = base[row]
+        if space == "ip":
+            s = vecs @ queries[i]
+        else:
+            s = -((vecs - queries[i]) ** 2).sum(axis=1)
+        top = set(int(x) for x in gt[i, :k])
+        hits += sum(1 for j, r in enumerate(row) if r in top or s[j] >= kth[i] - 1e-5)
+    return hits / (k * len(queries))
+
+
+def timed_qps(fn, nq, min_secs):
+    fn()  # warm-up
+    t = time.perf_counter()
+    done = 0
+    while True:
+        fn()
+        done += nq
+        el = time.perf_counter() - t
+        if el >= min_secs:
+            return done / el
+
+
+class Hnswlib:
+    name = "hnswlib"
+
+    def build(self, base, space, m, efc, threads):
+        import hnswlib
+        self.ix = hnswlib.Index(space=space, dim=base.shape[1])
+        self.ix.init_index(max_elements=len(base), ef_construction=efc, M=m, random_seed=42)
+        t = time.perf_counter()
+        self.ix.add_items(base, num_threads=threads)
+        el = time.perf_counter() - t
+        self.ix.set_num_threads(1)
+        return el
+
+    def search(self, queries, ef):
+        self.ix.set_ef(max(ef, 10))
+        return lambda: self.ix.knn_query(queries, k=10, num_threads=1)[0]
+
+
+class Faiss:
+    name = "faiss"
+
+    def build(self, base, space, m, efc, threads):
+        import faiss
+        self.faiss = faiss
+        metric = faiss.METRIC_INNER_PRODUCT if space == "ip" else faiss.METRIC_L2
+        self.ix = faiss.IndexHNSWFlat(base.shape[1], m, metric)
+        self.ix.hnsw.efConstruction = efc
+        faiss.omp_set_num_threads(threads)
+        t = time.perf_counter()
+        self.ix.add(base)
+        el = time.perf_counter() - t
+        faiss.omp_set_num_threads(1)
+        return el
+
+    def search(self, queries, ef):
+        self.ix.hnsw.efSearch = max(ef, 10)
+        return lambda: self.ix.search(queries, 10)[1]
+
+
+class Usearch:
+    name = "usearch"
+
+    def build(self, base, space, m, efc, threads):
+        from usearch.index import Index
+        self.ix = Index(ndim=base.shape[1], metric="ip" if space == "ip" else "l2sq",
+                        dtype="f32", connectivity=m, expansion_add=efc, expansion_search=64)
+        t = time.perf_counter()
+        self.ix.add(np.arange(len(base), dtype=np.uint64), base, threads=threads)
+        return time.perf_counter() - t
+
+    def search(self, queries, ef):
+        self.ix.expansion_search = max(ef, 10)
+        return lambda: self.ix.search(queries, 10, threads=1).keys.astype(np.int64)
+
+
+def run_peer(engine, base, queries, gt, gts, a):
+    el = engine.build(base, a.space, a.m, a.efc, a.threads)
+    pts = []
+    for ef in a.ef:
+        fn = engine.search(queries, ef)
+        ids = fn()
+        r = recall10(base, queries, ids, gt, gts, a.space)
+        q = timed_qps(fn, len(queries), a.min_secs)
+        pts.append({"ef": ef, "recall10": r, "qps1": q})
+    return {"build_secs": el, "points": pts}
+
+
+def run_eddy(a):
+    cmd = [a.eddy_bin, "--dataset", a.dataset, "--json", "--m", str(a.m), "--efc", str(a.efc),
+           "--threads", str(a.threads), "--ef", ",".join(map(str, a.ef)), "--modes", a.eddy_modes,
+           "--min-secs", str(a.min_secs), "--no-mt",
+           "--space", "dot" if a.space == "ip" else "l2"]
+    if a.queries:
+        cmd += ["--queries", str(a.queries)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    rep = json.loads(out)
+    res = {}
+    for mode in a.eddy_modes.split(","):
+        res[f"eddy-{mode}"] = {
+            "build_secs": rep["build_secs"],
+            "points": [{"ef": p["ef"], "recall10": p["recall10"], "qps1": p["qps1"]}
+                       for p in rep["points"] if p["mode"] == mode],
+            "unreachable": rep["unreachable"],
+        }
+    return res
+
+
+def qps_at(points, target):
+    """log-linear interpolation of QPS at recall target between bracketing ef points."""
+    pts = sorted(points, key=lambda p: p["ef"])
+    if pts and pts[0]["recall10"] >= target:
+        return None, "below sweep"
+    for lo, hi in zip(pts, pts[1:]):
+        if lo["recall10"] < target <= hi["recall10"]:
+            f = (target - lo["recall10"]) / (hi["recall10"] - lo["recall10"])
+            lq = math.log(lo["qps1"]) + f * (math.log(hi["qps1"]) - math.log(lo["qps1"]))
+            return math.exp(lq), "ok"
+    return None, "not reached"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--eddy-bin", default="/work/target-hnsw/release/eddy-bench")
+    ap.add_argument("--m", type=int, default=16)
+    ap.add_argument("--efc", type=int, default=100)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--ef", type=lambda s: [int(x) for x in s.split(",")],
+                    default=[10, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512])
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--engines", default="eddy,hnswlib,faiss,usearch")
+    ap.add_argument("--eddy-modes", default="f32,sq8")
+    ap.add_argument("--space", default="ip", choices=["ip", "l2"])
+    ap.add_argument("--queries", type=int, default=None)
+    ap.add_argument("--min-secs", type=float, default=0.5)
+    ap.add_argument("--json-out", default=None)
+    a = ap.parse_args()
+
+    base = fvecs(first(a.dataset, ["base.fvecs"]))
+    queries = fvecs(first(a.dataset, ["queries-public.fvecs", "queries.fvecs"]), a.queries)
+    gt = ivecs(first(a.dataset, ["gt-public.ivecs", "gt.ivecs"]), a.queries)
+    gts = fvecs(first(a.dataset, ["gt-public-scores.fvecs", "gt-scores.fvecs"]), a.queries)
+    print(f"dataset {a.dataset}: base {base.shape}, queries {queries.shape}, M={a.m} efc={a.efc} "
+          f"build threads={a.threads}, search 1 thread, rounds={a.rounds}", flush=True)
+
+    peers = {"hnswlib": Hnswlib, "faiss": Faiss, "usearch": Usearch}
+    engines = [e for e in a.engines.split(",") if e]
+    rounds = []  # list of {engine: result}
+    for r in range(a.rounds):
+        order = engines if r % 2 == 0 else list(reversed(engines))
+        res = {}
+        for e in order:
+            t = time.perf_counter()
+            if e == "eddy":
+                res.update(run_eddy(a))
+            else:
+                try:
+                    res[e] = run_peer(peers[e](), base, queries, gt, gts, a)
+                except ImportError as err:
+                    print(f"  {e}: not installed ({err})", flush=True)
+                    continue
+            print(f"round {r + 1}: {e} done in {time.perf_counter() - t:.0f} s", flush=True)
+        rounds.append(res)
+
+    names = sorted({n for rr in rounds for n in rr}, key=lambda n: (not n.startswith("eddy"), n))
+    # Per engine, per ef: mean recall, mean QPS and spread.
+    summary = {}
+    for n in names:
+        runs = [rr[n] for rr in rounds if n in rr]
+        builds = [x["build_secs"] for x in runs]
+        pts = []
+        for i, ef in enumerate(a.ef):
+            qs = [x["points"][i]["qps1"] for x in runs]
+            rs = [x["points"][i]["recall10"] for x in runs]
+            pts.append({"ef": ef, "recall10": statistics.mean(rs), "qps1": statistics.mean(qs),
+                        "spread": (max(qs) - min(qs)) / statistics.mean(qs)})
+        summary[n] = {"build": builds, "points": pts, "runs": runs}
+
+    print("\n## recall@10 (tie-aware) and single-thread QPS per ef (mean of rounds, spread = (max-min)/mean)")
+    hdr = "| ef | " + " | ".join(f"{n} R@10 | {n} QPS (spread)" for n in names) + " |"
+    print(hdr)
+    print("|" + "---|" * (1 + 2 * len(names)))
+    for i, ef in enumerate(a.ef):
+        cells = []
+        for n in names:
+            p = summary[n]["points"][i]
+            cells.append(f"{p['recall10']:.4f} | {p['qps1']:.0f} ({100 * p['spread']:.0f}%)")
+        print(f"| {ef} | " + " | ".join(cells) + " |")
+
+    print("\n## build time on %d threads (s, per round)" % a.threads)
+    for n in names:
+        b = summary[n]["build"]
+        print(f"- {n}: " + ", ".join(f"{x:.2f}" for x in b) + f" (mean {statistics.mean(b):.2f})")
+
+    print("\n## QPS at matched recall@10 (log-linear interpolation between bracketing ef; never extrapolated)")
+    targets = [0.90, 0.95, 0.99]
+    print("| engine | " + " | ".join(f"QPS @{t}" for t in targets) + " |")
+    print("|---|" + "---|" * len(targets))
+    at = {}
+    for n in names:
+        cells = []
+        for t in targets:
+            q, why = qps_at(summary[n]["points"], t)
+            per_round = [qps_at(x["points"], t)[0] for x in summary[n]["runs"]]
+            at[(n, t)] = (q, why, per_round)
+            cells.append(f"{q:.0f}" if q else why)
+        print(f"| {n} | " + " | ".join(cells) + " |")
+
+    eddys = [n for n in names if n.startswith("eddy")]
+    others = [n for n in names if not n.startswith("eddy")]
+    print("\n## eddy throughput ratio at matched recall@10 (mean; per-round min-max in brackets)")
+    print("| eddy mode | peer | " + " | ".join(f"@{t}" for t in targets) + " | build ratio (eddy/peer, lower is better) |")
+    print("|---|---|" + "---|" * len(targets) + "---|")
+    ratios = {}
+    for e in eddys:
+        for p in others:
+            cells = []
+            for t in targets:
+                qe, we, re_ = at[(e, t)]
+                qp, wp, rp = at[(p, t)]
+                if qe and qp:
+                    rr = [x / y for x, y in zip(re_, rp) if x and y]
+                    sp = f" [{min(rr):.2f}-{max(rr):.2f}]" if rr else ""
+                    cells.append(f"{qe / qp:.2f}x{sp}")
+                    ratios[f"{e}/{p}@{t}"] = qe / qp
+                else:
+                    cells.append(f"eddy {we}" if not qe else f"{p} {wp}")
+            br = statistics.mean(summary[e]["build"]) / statistics.mean(summary[p]["build"])
+            ratios[f"{e}/{p}@build"] = br
+            print(f"| {e} | {p} | " + " | ".join(cells) + f" | {br:.2f} |")
+    if a.json_out:
+        with open(a.json_out, "w") as f:
+            json.dump({"summary": {n: {k: v for k, v in s.items()} for n, s in summary.items()},
+                       "ratios": ratios}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

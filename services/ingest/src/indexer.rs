@@ -1,0 +1,163 @@
+//! The background indexer: builds the graph and SQ8 codes of sealed
+//! segments on a bounded rayon pool and publishes them with a manifest
+//! version that names the segment's index file.
+//!
+//! Segments are published flat first (searchable by exact scan at once), so
+//! ingest speed is never capped by graph-build speed. The indexer works
+//! from the manifest alone: after a crash, or for segments another process
+//! sealed, it finds every live segment without an index and builds it.
+//! Two processes indexing the same segment both write (uniquely named)
+//! files; the manifest compare-and-swap keeps one and the other is removed.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use eddy_manifest::{Manifest, Store};
+use eddy_segment::{IndexParams, Segment};
+use tracing::{info, warn};
+
+use crate::metrics::IngestMetrics;
+
+/// What the indexer needs.
+pub(crate) struct Indexer {
+    pub(crate) store: Store,
+    pub(crate) params: IndexParams,
+    pub(crate) pool: rayon::ThreadPool,
+    pub(crate) metrics: IngestMetrics,
+    pub(crate) poll: Duration,
+}
+
+/// Outcome of trying to index one segment.
+enum Built {
+    /// Published in this manifest version.
+    Published(u64),
+    /// The segment left the manifest, or got an index from someone else.
+    Superseded,
+}
+
+impl Indexer {
+    /// Runs until `stop` is set: indexes the oldest unindexed segment of
+    /// each collection, one at a time.
+    pub(crate) fn run(self, stop: Arc<AtomicBool>) {
+        // Segments whose build failed, not retried until restart (logged and
+        // counted; they stay searchable exactly).
+        let mut failed: HashSet<(String, String)> = HashSet::new();
+        while !stop.load(Ordering::Relaxed) {
+            let mut worked = false;
+            let collections = match self.store.collections() {
+                Ok(c) => c,
+                Err(e) => {
+                    warn!(error = %e, "indexer: listing collections");
+                    Vec::new()
+                }
+            };
+            for def in collections {
+                let name = def.name;
+                let manifest = match self.store.latest_manifest(&name) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        warn!(collection = %name, error = %e, "indexer: reading the manifest");
+                        continue;
+                    }
+                };
+                let pending = pending(&manifest, self.params.min_rows);
+                self.metrics
+                    .unindexed_rows
+                    .with_label_values(&[&name])
+                    .set(pending.iter().map(|(_, rows)| *rows as i64).sum());
+                let Some((segment, _)) = pending
+                    .into_iter()
+                    .find(|(id, _)| !failed.contains(&(name.clone(), id.clone())))
+                else {
+                    continue;
+                };
+                worked = true;
+                let started = Instant::now();
+                match self.index_one(&name, &segment) {
+                    Ok(Built::Published(version)) => {
+                        let took = started.elapsed();
+                        self.metrics.index_seconds.observe(took.as_secs_f64());
+                        self.count(&name, "published");
+                        info!(collection = %name, %segment, version, took_ms = took.as_millis() as u64, "segment indexed");
+                    }
+                    Ok(Built::Superseded) => self.count(&name, "superseded"),
+                    Err(e) => {
+                        self.count(&name, "failed");
+                        warn!(collection = %name, %segment, error = %e, "indexing failed; the segment stays exact-scanned");
+                        failed.insert((name.clone(), segment));
+                    }
+                }
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+            }
+            if !worked {
+                std::thread::sleep(self.poll);
+            }
+        }
+    }
+
+    fn count(&self, collection: &str, outcome: &str) {
+        self.metrics
+            .index_builds
+            .with_label_values(&[collection, outcome])
+            .inc();
+    }
+
+    /// Builds, writes and publishes the index of one segment.
+    fn index_one(&self, collection: &str, segment: &str) -> Result<Built, String> {
+        let seg = Segment::open(&self.store.segment_path(collection, segment))
+            .map_err(|e| e.to_string())?;
+        let name = self.store.new_index_name(segment);
+        let path = self.store.index_path(collection, &name);
+        let written = self
+            .pool
+            .install(|| eddy_segment::build_index(&seg, &self.params, &path))
+            .map_err(|e| e.to_string())?;
+        if written.is_none() {
+            return Ok(Built::Superseded);
+        }
+        loop {
+            let latest = self
+                .store
+                .latest_manifest(collection)
+                .map_err(|e| e.to_string())?;
+            let Some(pos) = latest
+                .segments
+                .iter()
+                .position(|s| s.id == segment && s.index.is_none())
+            else {
+                remove_quietly(&path);
+                return Ok(Built::Superseded);
+            };
+            let mut next = latest.successor();
+            next.segments[pos].index = Some(name.clone());
+            match self.store.publish(&next) {
+                Ok(()) => return Ok(Built::Published(next.version)),
+                Err(eddy_manifest::Error::Conflict { .. }) => continue,
+                Err(e) => {
+                    remove_quietly(&path);
+                    return Err(e.to_string());
+                }
+            }
+        }
+    }
+}
+
+/// Live segments that should have an index and do not, oldest first.
+fn pending(manifest: &Manifest, min_rows: usize) -> Vec<(String, u64)> {
+    manifest
+        .segments
+        .iter()
+        .filter(|s| s.index.is_none() && s.rows >= min_rows.max(1) as u64)
+        .map(|s| (s.id.clone(), s.rows))
+        .collect()
+}
+
+fn remove_quietly(path: &std::path::Path) {
+    if let Err(e) = std::fs::remove_file(path) {
+        warn!(path = %path.display(), error = %e, "removing an unused index file");
+    }
+}
