@@ -7,9 +7,11 @@ cd "$(dirname "$0")/.."
 
 log() { printf '\n== %s\n' "$*"; }
 
-if ! dpkg -s zlib1g-dev make gcc >/dev/null 2>&1; then
-  log "installing build packages (apt-get)"
-  apt-get update -qq && apt-get install -y -qq zlib1g-dev make gcc >/dev/null
+if ! dpkg -s zlib1g-dev make gcc >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+  log "installing build packages and promtool (apt-get)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    zlib1g-dev make gcc prometheus >/dev/null
 fi
 
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -24,6 +26,9 @@ if ! "$PYTHON" -c 'import pyarrow, numpy' >/dev/null 2>&1; then
   log "installing pyarrow and numpy (pip)"
   "$PYTHON" -m pip install --quiet pyarrow numpy
 fi
+
+log "promtool check rules (alert rules of the shipped dashboards)"
+promtool check rules dashboards/alerts.yml
 
 log "cargo fmt --check"
 cargo fmt --all --check

@@ -109,6 +109,9 @@ struct RunArgs {
     /// Write the graph to this file (and reopen it with GraphView::from_bytes for the sweep).
     #[arg(long)]
     save_graph: Option<PathBuf>,
+    /// Skip the build: open this graph file (written by --save-graph with the same data).
+    #[arg(long)]
+    load_graph: Option<PathBuf>,
     /// Print one JSON document instead of tables.
     #[arg(long)]
     json: bool,
@@ -353,7 +356,11 @@ fn run(a: &RunArgs) -> Result<()> {
     };
     let build_pool = pool(a.threads)?;
     let t0 = Instant::now();
-    let graph = build_pool.install(|| Graph::build_with(&base.data, dim, space, &params, &opts))?;
+    let graph = if a.load_graph.is_some() {
+        Graph::build(&[], dim, space, &params)?
+    } else {
+        build_pool.install(|| Graph::build_with(&base.data, dim, space, &params, &opts))?
+    };
     let build_secs = t0.elapsed().as_secs_f64();
     // Optionally round-trip through the on-disk format.
     let mut file_bytes = eddy_hnsw::AlignedBytes::default();
@@ -363,7 +370,10 @@ fn run(a: &RunArgs) -> Result<()> {
         drop(f);
         file_bytes = eddy_hnsw::AlignedBytes::from_slice(&std::fs::read(p)?);
     }
-    let view: GraphView<'_> = if a.save_graph.is_some() {
+    if let Some(p) = &a.load_graph {
+        file_bytes = eddy_hnsw::AlignedBytes::from_slice(&std::fs::read(p)?);
+    }
+    let view: GraphView<'_> = if a.save_graph.is_some() || a.load_graph.is_some() {
         GraphView::from_bytes(file_bytes.as_bytes())?
     } else {
         graph.view()

@@ -73,7 +73,7 @@ pub struct IngestConfig {
     pub seal_bytes: usize,
 
     /// Seal the growing buffer this long after its first event (ms).
-    #[arg(long, env = "EDDY_SEAL_AGE_MS", default_value_t = 2_000)]
+    #[arg(long, env = "EDDY_SEAL_AGE_MS", default_value_t = 10_000)]
     pub seal_age_ms: u64,
 
     /// Address of the /metrics and /healthz endpoint.
@@ -116,6 +116,11 @@ pub struct IngestConfig {
     /// fast).
     #[arg(long, env = "EDDY_MIN_GRAPH_ROWS", default_value_t = eddy_segment::MIN_GRAPH_ROWS)]
     pub min_graph_rows: usize,
+
+    /// Pause consumption while more sealed rows than this wait for their
+    /// graph (resume below half); 0 = unbounded.
+    #[arg(long, env = "EDDY_MAX_UNINDEXED_ROWS", default_value_t = 1_000_000)]
+    pub max_unindexed_rows: u64,
 
     /// How often the indexer looks for unindexed segments when idle (ms).
     #[arg(long, env = "EDDY_INDEX_POLL_MS", default_value_t = 500)]

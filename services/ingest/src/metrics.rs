@@ -35,6 +35,9 @@ pub struct IngestMetrics {
     /// Rows in sealed segments whose graph is not built yet (searched by
     /// exact scan meanwhile).
     pub unindexed_rows: IntGaugeVec,
+    /// 1 while consumption is paused because too many sealed rows await
+    /// their graph.
+    pub backpressure: IntGaugeVec,
     /// Index builds, by outcome.
     pub index_builds: IntCounterVec,
     /// Time to build, write and publish one segment index.
@@ -123,6 +126,11 @@ impl IngestMetrics {
             unindexed_rows: gauge(
                 "eddy_ingest_unindexed_rows",
                 "Sealed rows whose segment graph is not built yet",
+                &["collection"],
+            )?,
+            backpressure: gauge(
+                "eddy_ingest_backpressure",
+                "1 while consumption is paused for the indexer to catch up",
                 &["collection"],
             )?,
             index_builds: counter(
