@@ -26,6 +26,7 @@ use crate::dataset::{Dataset, SAMPLE_DIR};
 use crate::flight::FlightSearch;
 use crate::http::QueryClient;
 use produce::ProduceOptions;
+use queries::Mode;
 use services::{ServiceConfig, Services};
 
 /// The collection (and topic) the demo uses.
@@ -38,6 +39,8 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 const COUNT_TIMEOUT: Duration = Duration::from_secs(120);
 /// Per-request timeout of the query clients.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the demo waits for the background indexer.
+const INDEX_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Options of `eddy-loadtest demo`.
 #[derive(Debug, Clone, clap::Args)]
@@ -122,7 +125,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     };
     let mut services = Services::start(&cfg)?;
     let outcome = tokio::select! {
-        r = pipeline(&args, &ds, &tansu, &mut services) => r,
+        r = pipeline(&args, &ds, &tansu, &mut services, &cfg.store) => r,
         _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
     };
     if let Err(e) = outcome {
@@ -166,6 +169,7 @@ async fn pipeline(
     ds: &Dataset,
     tansu: &Tansu,
     services: &mut Services,
+    store: &Path,
 ) -> anyhow::Result<()> {
     let client = QueryClient::new(&services.http_addr, COLLECTION, REQUEST_TIMEOUT)?;
     let flight_addr = services.flight_addr.clone();
@@ -193,12 +197,22 @@ async fn pipeline(
         wait_count(&client, ds.len() as u64, COUNT_TIMEOUT).await?;
         let all_searchable_after = started.elapsed();
 
+        let indexing = wait_indexed(&client, store, INDEX_TIMEOUT).await?;
+        tracing::info!(?indexing, "segments indexed");
+
         let mut flight = FlightSearch::connect(&flight_addr, REQUEST_TIMEOUT).await?;
-        let apis = vec![
-            queries::http(ds, &client, K).await?,
-            queries::do_get(ds, &mut flight, COLLECTION, K).await?,
-            queries::do_exchange(ds, &mut flight, COLLECTION, K).await?,
-        ];
+        let mut apis = Vec::new();
+        for mode in [Mode::Exact, Mode::Graph] {
+            apis.push(queries::http(ds, &client, K, mode).await?);
+            apis.push(queries::do_get(ds, &mut flight, COLLECTION, K, mode).await?);
+            apis.push(queries::do_exchange(ds, &mut flight, COLLECTION, K, mode).await?);
+        }
+        println!(
+            "segments: {} ({} with a graph, indexed {:.1} s after the last event was searchable)",
+            indexing.segments,
+            indexing.indexed,
+            indexing.waited.as_secs_f64()
+        );
         println!(
             "{}",
             report::render(&report::Report {
@@ -236,6 +250,56 @@ async fn wait_count(client: &QueryClient, expected: u64, timeout: Duration) -> a
         }
         if Instant::now() >= deadline {
             bail!("count did not reach {expected} within {timeout:?} (last: {last:?})");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// How far background indexing got before the queries ran.
+#[derive(Debug)]
+struct Indexing {
+    segments: usize,
+    indexed: usize,
+    waited: Duration,
+}
+
+/// Waits until every segment big enough for a graph has one and the query
+/// service serves that manifest version.
+async fn wait_indexed(
+    client: &QueryClient,
+    store: &Path,
+    timeout: Duration,
+) -> anyhow::Result<Indexing> {
+    let started = Instant::now();
+    let store = eddy_manifest::Store::open(store).context("opening the demo store")?;
+    loop {
+        let manifest = store
+            .latest_manifest(COLLECTION)
+            .context("reading the manifest")?;
+        let pending = manifest
+            .segments
+            .iter()
+            .filter(|s| s.index.is_none() && s.rows >= eddy_segment::MIN_GRAPH_ROWS as u64)
+            .count();
+        let served = client
+            .info()
+            .await
+            .ok()
+            .and_then(|i| i["status"]["manifest_version"].as_u64())
+            .unwrap_or(0);
+        if pending == 0 && served >= manifest.version {
+            return Ok(Indexing {
+                segments: manifest.segments.len(),
+                indexed: manifest
+                    .segments
+                    .iter()
+                    .filter(|s| s.index.is_some())
+                    .count(),
+                waited: started.elapsed(),
+            });
+        }
+        if started.elapsed() >= timeout {
+            bail!("{pending} segments still unindexed after {timeout:?}");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

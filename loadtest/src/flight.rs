@@ -81,11 +81,13 @@ impl FlightSearch {
         collection: &str,
         vectors: &[&[f32]],
         k: usize,
+        exact: bool,
     ) -> Result<Vec<Hits>> {
         let ticket = serde_json::json!({
             "collection": collection,
             "vectors": vectors,
             "k": k,
+            "exact": exact,
         });
         let rpc_err = |source| Error::Rpc {
             rpc: "DoGet",
@@ -110,11 +112,12 @@ impl FlightSearch {
         queries: &[f32],
         dim: usize,
         k: usize,
+        exact: bool,
         batch_rows: usize,
     ) -> Result<Vec<Hits>> {
         let n = queries.len().checked_div(dim).unwrap_or(0);
         let batches = query_batches(queries, dim, batch_rows.max(1))?;
-        let cmd = serde_json::json!({ "collection": collection, "k": k });
+        let cmd = serde_json::json!({ "collection": collection, "k": k, "exact": exact });
         let descriptor = FlightDescriptor::new_cmd(cmd.to_string());
         let input = FlightDataEncoderBuilder::new()
             .with_schema(query_schema(dim)?)

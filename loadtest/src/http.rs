@@ -156,6 +156,13 @@ impl QueryClient {
         decode(&url, &body).map(Some)
     }
 
+    /// `GET /v1/collections/{c}`: the definition and serving status.
+    pub async fn info(&self) -> Result<serde_json::Value> {
+        let url = format!("{}/v1/collections/{}", self.base_url, self.collection);
+        let body = self.send(self.client.get(&url), &url, &[200]).await?;
+        decode(&url, &body)
+    }
+
     /// `POST /v1/collections/{c}/count` with no filter.
     pub async fn count(&self) -> Result<u64> {
         let url = format!("{}/v1/collections/{}/count", self.base_url, self.collection);

@@ -60,6 +60,11 @@ impl Links for Shared<'_> {
         let count = (row[0].load(Relaxed) as usize).min(row.len() - 1);
         out.extend(row[1..1 + count].iter().map(|a| a.load(Relaxed)));
     }
+
+    #[inline]
+    fn prefetch0(&self, node: u32) {
+        eddy_kernels::prefetch(self.row(0, node));
+    }
 }
 
 impl Shared<'_> {

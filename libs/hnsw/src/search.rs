@@ -123,6 +123,8 @@ impl Links for GraphView<'_> {
 
 /// Scores rows against one query ("higher is closer").
 pub(crate) trait Scorer {
+    /// Hint that row `id` is about to be scored.
+    fn prefetch(&self, _id: u32) {}
     fn score_one(&self, id: u32) -> f32;
     fn score_ids(&self, ids: &[u32], out: &mut [f32]);
 }
@@ -155,6 +157,13 @@ impl<'a> F32Scorer<'a> {
 }
 
 impl Scorer for F32Scorer<'_> {
+    #[inline]
+    fn prefetch(&self, id: u32) {
+        let row = self.row(id);
+        // The first 4 cache lines; the hardware streamer fetches the rest.
+        eddy_kernels::prefetch(&row[..row.len().min(64)]);
+    }
+
     #[inline]
     fn score_one(&self, id: u32) -> f32 {
         let row = self.row(id);
@@ -291,6 +300,11 @@ impl Sq8Scorer<'_> {
 
 impl Scorer for Sq8Scorer<'_> {
     #[inline]
+    fn prefetch(&self, id: u32) {
+        eddy_kernels::prefetch(self.code(id));
+    }
+
+    #[inline]
     fn score_one(&self, id: u32) -> f32 {
         let c = self.code(id);
         match self.space {
@@ -303,14 +317,8 @@ impl Scorer for Sq8Scorer<'_> {
 
     #[inline]
     fn score_ids(&self, ids: &[u32], out: &mut [f32]) {
-        const AHEAD: usize = 3;
-        for &id in ids.iter().take(AHEAD) {
-            eddy_kernels::prefetch(self.code(id));
-        }
-        for (i, (&id, o)) in ids.iter().zip(out.iter_mut()).enumerate() {
-            if let Some(&next) = ids.get(i + AHEAD) {
-                eddy_kernels::prefetch(self.code(next));
-            }
+        // Rows were prefetched by the walk (`Scorer::prefetch`).
+        for (&id, o) in ids.iter().zip(out.iter_mut()) {
             *o = self.score_one(id);
         }
     }
@@ -382,6 +390,9 @@ pub(crate) fn beam<L: Links, S: Scorer, A: Fn(u32) -> bool>(
         }
         if ctx.ids.is_empty() {
             continue;
+        }
+        for &id in &ctx.ids {
+            scorer.prefetch(id);
         }
         ctx.scores.clear();
         ctx.scores.resize(ctx.ids.len(), 0.0);

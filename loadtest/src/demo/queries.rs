@@ -17,8 +17,8 @@ const EXCHANGE_BATCH_ROWS: usize = 64;
 /// One API's outcome.
 #[derive(Debug, Clone)]
 pub struct ApiRun {
-    /// The API's display name.
-    pub name: &'static str,
+    /// The API's display name, with the search mode.
+    pub name: String,
     /// Number of queries.
     pub queries: usize,
     /// Mean tie-aware recall@k.
@@ -50,8 +50,35 @@ fn queries(ds: &Dataset) -> impl Iterator<Item = &[f32]> {
     ds.queries.iter()
 }
 
-/// One HTTP search per query, sequentially (exact search).
-pub async fn http(ds: &Dataset, client: &QueryClient, k: usize) -> anyhow::Result<ApiRun> {
+/// How the queries search: every row exactly, or through the graphs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `exact: true`.
+    Exact,
+    /// The server's default (graph walk over SQ8 codes, f32 rescoring).
+    Graph,
+}
+
+impl Mode {
+    fn exact(self) -> bool {
+        self == Mode::Exact
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Mode::Exact => "exact",
+            Mode::Graph => "graph",
+        }
+    }
+}
+
+/// One HTTP search per query, sequentially.
+pub async fn http(
+    ds: &Dataset,
+    client: &QueryClient,
+    k: usize,
+    mode: Mode,
+) -> anyhow::Result<ApiRun> {
     let mut hits = Vec::with_capacity(ds.queries.rows());
     let mut latencies = Vec::with_capacity(ds.queries.rows());
     let start = Instant::now();
@@ -62,7 +89,7 @@ pub async fn http(ds: &Dataset, client: &QueryClient, k: usize) -> anyhow::Resul
                 vector,
                 k,
                 with_payload: false,
-                exact: true,
+                exact: mode.exact(),
             })
             .await
             .with_context(|| format!("HTTP search, query {q}"))?;
@@ -75,7 +102,7 @@ pub async fn http(ds: &Dataset, client: &QueryClient, k: usize) -> anyhow::Resul
         );
     }
     Ok(ApiRun {
-        name: "HTTP search",
+        name: format!("HTTP search ({})", mode.label()),
         queries: hits.len(),
         recall: mean_recall(ds, &hits, k),
         latency: LatencySummary::from_samples(&latencies),
@@ -89,6 +116,7 @@ pub async fn do_get(
     flight: &mut FlightSearch,
     collection: &str,
     k: usize,
+    mode: Mode,
 ) -> anyhow::Result<ApiRun> {
     let mut hits = Vec::with_capacity(ds.queries.rows());
     let mut latencies = Vec::with_capacity(ds.queries.rows());
@@ -96,14 +124,14 @@ pub async fn do_get(
     for (q, vector) in queries(ds).enumerate() {
         let t = Instant::now();
         let mut got = flight
-            .do_get(collection, &[vector], k)
+            .do_get(collection, &[vector], k, mode.exact())
             .await
             .with_context(|| format!("Flight DoGet, query {q}"))?;
         latencies.push(t.elapsed());
         hits.push(got.pop().unwrap_or_default());
     }
     Ok(ApiRun {
-        name: "Flight DoGet",
+        name: format!("Flight DoGet ({})", mode.label()),
         queries: hits.len(),
         recall: mean_recall(ds, &hits, k),
         latency: LatencySummary::from_samples(&latencies),
@@ -117,6 +145,7 @@ pub async fn do_exchange(
     flight: &mut FlightSearch,
     collection: &str,
     k: usize,
+    mode: Mode,
 ) -> anyhow::Result<ApiRun> {
     let start = Instant::now();
     let hits = flight
@@ -125,13 +154,14 @@ pub async fn do_exchange(
             &ds.queries.data,
             ds.queries.dim,
             k,
+            mode.exact(),
             EXCHANGE_BATCH_ROWS,
         )
         .await
         .context("Flight DoExchange")?;
     let total = start.elapsed();
     Ok(ApiRun {
-        name: "Flight DoExchange",
+        name: format!("Flight DoExchange ({})", mode.label()),
         queries: hits.len(),
         recall: mean_recall(ds, &hits, k),
         latency: None,

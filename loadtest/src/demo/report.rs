@@ -139,14 +139,14 @@ mod tests {
         };
         let apis = [
             ApiRun {
-                name: "HTTP search",
+                name: "HTTP search".into(),
                 queries: 10,
                 recall: 1.0,
                 latency: LatencySummary::from_samples(&[Duration::from_millis(2); 10]),
                 total: Duration::from_millis(20),
             },
             ApiRun {
-                name: "Flight DoExchange",
+                name: "Flight DoExchange".into(),
                 queries: 10,
                 recall: 0.95,
                 latency: None,

@@ -18,6 +18,7 @@ use eddy_manifest::{Manifest, Store};
 use eddy_segment::{IndexParams, Segment};
 use tracing::{info, warn};
 
+use crate::merge::{publish_merged, write_merged, MergePolicy};
 use crate::metrics::IngestMetrics;
 
 /// What the indexer needs.
@@ -27,6 +28,7 @@ pub(crate) struct Indexer {
     pub(crate) pool: rayon::ThreadPool,
     pub(crate) metrics: IngestMetrics,
     pub(crate) poll: Duration,
+    pub(crate) merge: MergePolicy,
 }
 
 /// Outcome of trying to index one segment.
@@ -54,14 +56,19 @@ impl Indexer {
                 }
             };
             for def in collections {
-                let name = def.name;
-                let manifest = match self.store.latest_manifest(&name) {
+                let manifest = match self.store.latest_manifest(&def.name) {
                     Ok(m) => m,
                     Err(e) => {
-                        warn!(collection = %name, error = %e, "indexer: reading the manifest");
+                        warn!(collection = %def.name, error = %e, "indexer: reading the manifest");
                         continue;
                     }
                 };
+                if let Some(inputs) = self.merge.pick(&manifest) {
+                    worked = true;
+                    self.merge_one(&def, &manifest, &inputs);
+                    continue;
+                }
+                let name = def.name;
                 let pending = pending(&manifest, self.params.min_rows);
                 self.metrics
                     .unindexed_rows
@@ -96,6 +103,32 @@ impl Indexer {
             if !worked {
                 std::thread::sleep(self.poll);
             }
+        }
+    }
+
+    /// Merges `inputs` (a tier the policy picked) and publishes the result.
+    fn merge_one(&self, def: &eddy_model::CollectionDef, manifest: &Manifest, inputs: &[String]) {
+        let started = Instant::now();
+        let outcome = write_merged(&self.store, def, manifest, inputs)
+            .and_then(|merged| Ok((publish_merged(&self.store, &def.name, &merged)?, merged)));
+        let label = match &outcome {
+            Ok((Some(version), merged)) => {
+                info!(collection = %def.name, inputs = inputs.len(), rows = merged.rows, segment = %merged.id, version, took_ms = started.elapsed().as_millis() as u64, "segments merged");
+                "published"
+            }
+            Ok((None, _)) => "superseded",
+            Err(e) => {
+                warn!(collection = %def.name, error = %e, "merge failed");
+                "failed"
+            }
+        };
+        self.metrics
+            .merges
+            .with_label_values(&[&def.name, label])
+            .inc();
+        if label == "failed" {
+            // Do not spin on a merge that keeps failing.
+            std::thread::sleep(self.poll);
         }
     }
 

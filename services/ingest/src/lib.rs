@@ -11,6 +11,7 @@ mod consumer;
 mod http;
 mod index;
 mod indexer;
+pub mod merge;
 mod metrics;
 mod state;
 
@@ -121,6 +122,14 @@ pub struct IngestConfig {
     /// graph (resume below half); 0 = unbounded.
     #[arg(long, env = "EDDY_MAX_UNINDEXED_ROWS", default_value_t = 1_000_000)]
     pub max_unindexed_rows: u64,
+
+    /// Merge a size tier once it holds this many segments (0 = never merge).
+    #[arg(long, env = "EDDY_MERGE_MIN_SEGMENTS", default_value_t = 4)]
+    pub merge_min_segments: usize,
+
+    /// Segments with this many live rows or more are never merged again.
+    #[arg(long, env = "EDDY_MERGE_MAX_ROWS", default_value_t = 2_000_000)]
+    pub merge_max_rows: u64,
 
     /// How often the indexer looks for unindexed segments when idle (ms).
     #[arg(long, env = "EDDY_INDEX_POLL_MS", default_value_t = 500)]
@@ -234,6 +243,11 @@ pub async fn start(config: IngestConfig) -> Result<Ingest> {
             .map_err(|e| Error::Io(std::io::Error::other(e)))?,
         metrics: metrics.clone(),
         poll: Duration::from_millis(config.index_poll_ms.max(10)),
+        merge: merge::MergePolicy {
+            min_segments: config.merge_min_segments,
+            max_rows: config.merge_max_rows.max(1),
+            ..merge::MergePolicy::default()
+        },
     };
     let indexer_stop = stop.clone();
     std::thread::Builder::new()

@@ -38,6 +38,8 @@ pub struct IngestMetrics {
     /// 1 while consumption is paused because too many sealed rows await
     /// their graph.
     pub backpressure: IntGaugeVec,
+    /// Segment merges, by outcome.
+    pub merges: IntCounterVec,
     /// Index builds, by outcome.
     pub index_builds: IntCounterVec,
     /// Time to build, write and publish one segment index.
@@ -132,6 +134,11 @@ impl IngestMetrics {
                 "eddy_ingest_backpressure",
                 "1 while consumption is paused for the indexer to catch up",
                 &["collection"],
+            )?,
+            merges: counter(
+                "eddy_ingest_merges_total",
+                "Segment merges, by outcome",
+                &["collection", "outcome"],
             )?,
             index_builds: counter(
                 "eddy_ingest_index_builds_total",

@@ -57,6 +57,13 @@ def main():
     table = client.do_get(flight.Ticket(ticket.encode())).read_all()
     check(table, queries[:10], points, ids, k, "do_get")
 
+    # A payload filter (the test's points carry kind = "k{id % 3}").
+    keep = ids % 3 == 0
+    ticket = json.dumps({"collection": args.collection, "vectors": queries[:10].tolist(), "k": k,
+                         "filter": {"must": [{"key": "kind", "match": {"value": "k0"}}]}})
+    table = client.do_get(flight.Ticket(ticket.encode())).read_all()
+    check(table, queries[:10], points[keep], ids[keep], k, "do_get with a filter")
+
     descriptor = flight.FlightDescriptor.for_command(json.dumps({"collection": args.collection, "k": k}))
     writer, reader = client.do_exchange(descriptor)
     schema = pa.schema([("vector", pa.list_(pa.float32(), dim))])

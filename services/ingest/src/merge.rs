@@ -1,0 +1,233 @@
+//! Tiered merges: small segments are combined into larger ones in the
+//! background, across partitions, dropping deleted rows, so a collection
+//! holds few segments (each query searches every live segment).
+//!
+//! A merge reads its inputs as one manifest version lists them, writes the
+//! merged segment, and publishes a version that replaces the inputs with it.
+//! Deletes that hit an input after the merge read it (another seal's delete
+//! file) are carried over through the row map at publish time, so no upsert
+//! or tombstone is lost. The merged segment is published flat; the indexer
+//! builds its graph next.
+
+use std::collections::{BTreeMap, HashSet};
+
+use eddy_manifest::{Manifest, SegmentEntry, Store};
+use eddy_model::CollectionDef;
+use eddy_segment::{RowRef, Segment, SegmentWriter};
+use roaring::RoaringBitmap;
+
+/// When segments are merged.
+#[derive(Debug, Clone, Copy)]
+pub struct MergePolicy {
+    /// Segments in one size tier that trigger a merge of that tier.
+    pub min_segments: usize,
+    /// Most segments merged at once.
+    pub max_segments: usize,
+    /// Segments with at least this many live rows are never merged.
+    pub max_rows: u64,
+    /// Size tiers grow by this factor.
+    pub tier_factor: u64,
+}
+
+impl Default for MergePolicy {
+    fn default() -> Self {
+        Self {
+            min_segments: 4,
+            max_segments: 10,
+            max_rows: 2_000_000,
+            tier_factor: 4,
+        }
+    }
+}
+
+impl MergePolicy {
+    /// The inputs of the next merge, if one is due: the smallest tier with
+    /// `min_segments` segments (tiers by live rows, growing by
+    /// `tier_factor`), its smallest `max_segments` members.
+    pub fn pick(&self, manifest: &Manifest) -> Option<Vec<String>> {
+        if self.min_segments < 2 {
+            return None;
+        }
+        let mut tiers: BTreeMap<u32, Vec<(u64, &str)>> = BTreeMap::new();
+        for s in &manifest.segments {
+            let live = s.live_rows();
+            if live >= self.max_rows {
+                continue;
+            }
+            let mut tier = 0u32;
+            let mut bound = 1_000u64;
+            while live >= bound {
+                bound = bound.saturating_mul(self.tier_factor.max(2));
+                tier += 1;
+            }
+            tiers.entry(tier).or_default().push((live, s.id.as_str()));
+        }
+        tiers.into_values().find_map(|mut members| {
+            if members.len() < self.min_segments {
+                return None;
+            }
+            members.sort();
+            members.truncate(self.max_segments.max(2));
+            Some(members.into_iter().map(|(_, id)| id.to_owned()).collect())
+        })
+    }
+}
+
+/// A merged segment written but not yet published.
+#[derive(Debug)]
+pub struct Merged {
+    /// The new segment's id.
+    pub id: String,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// Rows written.
+    pub rows: u64,
+    /// Per partition, the first and last offset of its rows.
+    pub offset_ranges: BTreeMap<u32, (i64, i64)>,
+    /// The inputs as the merge read them (their delete file names), and for
+    /// each input row the merged row it became (`None`: dropped).
+    pub inputs: Vec<(SegmentEntry, Vec<Option<u32>>)>,
+}
+
+/// Errors of a merge.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] eddy_manifest::Error),
+    /// Reading or writing a segment failed.
+    #[error(transparent)]
+    Segment(#[from] eddy_segment::Error),
+    /// An input is not in the manifest.
+    #[error("segment {0} is not live")]
+    NotLive(String),
+}
+
+/// Writes the live rows of `inputs` (as `manifest` lists them) as one new
+/// segment.
+pub fn write_merged(
+    store: &Store,
+    def: &CollectionDef,
+    manifest: &Manifest,
+    inputs: &[String],
+) -> Result<Merged, MergeError> {
+    let mut writer = SegmentWriter::new(def.dimension as usize, def.metric, def.id_type)
+        .with_payload_index(&def.payload_fields);
+    let mut read = Vec::with_capacity(inputs.len());
+    let mut offset_ranges: BTreeMap<u32, (i64, i64)> = BTreeMap::new();
+    for id in inputs {
+        let entry = manifest
+            .segments
+            .iter()
+            .find(|s| &s.id == id)
+            .ok_or_else(|| MergeError::NotLive(id.clone()))?
+            .clone();
+        let seg = Segment::open(&store.segment_path(&def.name, id))?;
+        let deleted = match &entry.deletes {
+            Some(name) => store.read_deletes(&def.name, name)?,
+            None => RoaringBitmap::new(),
+        };
+        let mut map = vec![None; seg.rows()];
+        for (row, slot) in map.iter_mut().enumerate() {
+            let row = row as u32;
+            if deleted.contains(row) || !seg.is_current(row) {
+                continue;
+            }
+            let Some(point) = seg.id(row) else { continue };
+            let (partition, offset) = (seg.partition(row), seg.offset(row));
+            *slot = Some(writer.rows() as u32);
+            writer.push(RowRef {
+                id: &point,
+                vector: seg.vector(row),
+                partition,
+                offset,
+                payload_json: seg.payload_json(row),
+            })?;
+            let r = offset_ranges.entry(partition).or_insert((offset, offset));
+            r.0 = r.0.min(offset);
+            r.1 = r.1.max(offset);
+        }
+        read.push((entry, map));
+    }
+    let rows = writer.rows() as u64;
+    let (id, path) = store.new_segment(&def.name);
+    let bytes = writer.finish(&path)?;
+    Ok(Merged {
+        id,
+        bytes,
+        rows,
+        offset_ranges,
+        inputs: read,
+    })
+}
+
+/// Publishes `merged` in place of its inputs: retries on compare-and-swap
+/// conflicts, carrying over deletes that hit the inputs since they were
+/// read. Returns the version published, or `None` when an input is no
+/// longer live (another merge won; the merged file is removed).
+pub fn publish_merged(
+    store: &Store,
+    collection: &str,
+    merged: &Merged,
+) -> Result<Option<u64>, MergeError> {
+    let inputs: HashSet<&str> = merged.inputs.iter().map(|(e, _)| e.id.as_str()).collect();
+    loop {
+        let latest = store.latest_manifest(collection)?;
+        let live: Vec<&SegmentEntry> = latest
+            .segments
+            .iter()
+            .filter(|s| inputs.contains(s.id.as_str()))
+            .collect();
+        if live.len() != inputs.len() {
+            let path = store.segment_path(collection, &merged.id);
+            if let Err(e) = std::fs::remove_file(&path) {
+                tracing::warn!(path = %path.display(), error = %e, "removing an unpublished merge");
+            }
+            return Ok(None);
+        }
+        // Rows deleted in an input since the merge read it.
+        let mut carried = RoaringBitmap::new();
+        for (read, map) in &merged.inputs {
+            let Some(now) = live.iter().find(|s| s.id == read.id) else {
+                continue;
+            };
+            if now.deletes == read.deletes {
+                continue;
+            }
+            let before = match &read.deletes {
+                Some(name) => store.read_deletes(collection, name)?,
+                None => RoaringBitmap::new(),
+            };
+            let after = match &now.deletes {
+                Some(name) => store.read_deletes(collection, name)?,
+                None => RoaringBitmap::new(),
+            };
+            for row in after - before {
+                if let Some(Some(out)) = map.get(row as usize) {
+                    carried.insert(*out);
+                }
+            }
+        }
+        let mut next = latest.successor();
+        next.segments.retain(|s| !inputs.contains(s.id.as_str()));
+        let deletes = if carried.is_empty() {
+            None
+        } else {
+            Some(store.write_deletes(collection, &merged.id, &carried)?)
+        };
+        next.segments.push(SegmentEntry {
+            id: merged.id.clone(),
+            rows: merged.rows,
+            bytes: merged.bytes,
+            deletes,
+            deleted: carried.len(),
+            offset_ranges: merged.offset_ranges.clone(),
+            index: None,
+        });
+        match store.publish(&next) {
+            Ok(()) => return Ok(Some(next.version)),
+            Err(eddy_manifest::Error::Conflict { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
