@@ -112,7 +112,8 @@ impl Shared<'_> {
         }
         if self.keep_pruned {
             // Fill up to half the list only, so later back links still find free slots.
-            let room = (keep / 2).saturating_sub(out.len());
+            let fill = std::env::var("EDDY_FILL").ok().and_then(|v| v.parse::<usize>().ok()).unwrap_or(2);
+            let room = (keep / fill).saturating_sub(out.len());
             out.extend(pruned.iter().take(room).copied());
         }
     }

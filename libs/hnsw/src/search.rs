@@ -194,7 +194,7 @@ impl Scorer for F32Scorer<'_> {
 pub struct Sq8View<'a> {
     dim: usize,
     lo: f32,
-    delta: f32,
+    pub(crate) delta: f32,
     codes: &'a [u8],
     corrections: &'a [f32],
 }
@@ -271,7 +271,7 @@ impl<'a> Sq8View<'a> {
         self.codes.len() + 4 * self.corrections.len()
     }
 
-    fn encode_query(&self, query: &[f32], out: &mut Vec<u8>) {
+    pub(crate) fn encode_query(&self, query: &[f32], out: &mut Vec<u8>) {
         out.clear();
         let inv = 1.0 / self.delta;
         out.extend(
@@ -282,12 +282,12 @@ impl<'a> Sq8View<'a> {
     }
 }
 
-struct Sq8Scorer<'a> {
-    k: &'static Kernels,
-    view: &'a Sq8View<'a>,
-    qcode: &'a [u8],
-    d2: f32,
-    space: Space,
+pub(crate) struct Sq8Scorer<'a> {
+    pub(crate) k: &'static Kernels,
+    pub(crate) view: &'a Sq8View<'a>,
+    pub(crate) qcode: &'a [u8],
+    pub(crate) d2: f32,
+    pub(crate) space: Space,
 }
 
 impl Sq8Scorer<'_> {
@@ -459,6 +459,11 @@ fn check_args(view: &GraphView<'_>, vectors: &[f32], dim: usize, query: &[f32]) 
         dim > 0 && query.len() == dim,
         "eddy_hnsw::search: query has {} values, dim is {dim}",
         query.len()
+    );
+    assert!(
+        view.dim == 0 || view.dim as usize == dim,
+        "eddy_hnsw::search: graph was built for dim {}, called with dim {dim}",
+        view.dim
     );
     assert!(
         vectors.len() >= view.len() * dim,

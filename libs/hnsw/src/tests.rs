@@ -428,3 +428,33 @@ fn exact_scan_matches_brute_force() {
     let want = brute(&data, dim, Space::Dot, q, 5, |id| id.is_multiple_of(7));
     assert_eq!(got, want);
 }
+
+#[test]
+fn sq8_view_scores_match_eddy_quant() {
+    use eddy_quant::sq8::{Sq8Config, Sq8Quantizer};
+    use eddy_quant::CodeScorer;
+    let dim = 24;
+    let data = clustered(200, dim, 17, true);
+    let q = Sq8Quantizer::train(&data, dim, &Sq8Config::default()).expect("train");
+    let codes = q.encode_all(&data).expect("encode");
+    let view = Sq8View::from_codes(&codes);
+    let query = &data[3 * dim..4 * dim];
+    let prepared = codes.prepare(query).expect("prepare");
+    let mut qcode = Vec::new();
+    view.encode_query(query, &mut qcode);
+    let scorer = crate::search::Sq8Scorer {
+        k: eddy_kernels::Kernels::get(),
+        view: &view,
+        qcode: &qcode,
+        d2: view.delta * view.delta,
+        space: Space::Dot,
+    };
+    use crate::search::Scorer;
+    // Same ranking as eddy-quant: scores differ by the per-query constant only.
+    let offset = codes.score(&prepared, 0) - scorer.score_one(0);
+    for row in 0..200u32 {
+        let a = codes.score(&prepared, row as usize);
+        let b = scorer.score_one(row) + offset;
+        assert!((a - b).abs() < 1e-4, "row {row}: {a} vs {b}");
+    }
+}

@@ -17,6 +17,7 @@ use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientConfig, ClientContext, Offset, TopicPartitionList};
 use tracing::{error, info, warn};
 
+use crate::dlq::DeadLetters;
 use crate::metrics::IngestMetrics;
 use crate::state::{CollectionState, SealOutcome};
 use crate::{Error, IngestConfig, Result};
@@ -26,12 +27,20 @@ use crate::{Error, IngestConfig, Result};
 pub(crate) struct IngestContext {
     topic: String,
     state: Mutex<CollectionState>,
+    dlq: DeadLetters,
     failure: Mutex<Option<Error>>,
 }
 
 impl ClientContext for IngestContext {}
 
 impl IngestContext {
+    /// Seals once every dead letter so far is acknowledged (a manifest must
+    /// never cover a rejected event the dead-letter topic does not hold).
+    fn seal(&self) -> Result<Option<SealOutcome>> {
+        self.dlq.flush()?;
+        self.state.lock().seal()
+    }
+
     fn fail(&self, e: Error) {
         error!(topic = %self.topic, error = %e, "ingest worker failed");
         self.failure.lock().get_or_insert(e);
@@ -117,14 +126,15 @@ impl ConsumerContext for IngestContext {
                 }
             }
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
-                let mut state = self.state.lock();
-                match state.seal() {
+                match self.seal() {
                     Ok(Some(outcome)) => self.commit(consumer, &outcome, CommitMode::Sync),
                     Ok(None) => {}
-                    Err(e) => self.fail(e),
+                    // Not sealed: the next owner resumes from the manifest.
+                    Err(e) => {
+                        warn!(topic = %self.topic, error = %e, "could not seal before giving partitions up")
+                    }
                 }
-                state.revoke(&partitions);
-                drop(state);
+                self.state.lock().revoke(&partitions);
                 let revoked = if cooperative {
                     consumer.incremental_unassign(tpl)
                 } else {
@@ -151,6 +161,12 @@ pub(crate) fn run_worker(
     let topic = def.topic.clone();
     let name = def.name.clone();
     let state = CollectionState::new(def, store, config.seal_policy(), metrics.clone())?;
+    let mut base = ClientConfig::new();
+    base.set("bootstrap.servers", &config.common.brokers);
+    for (k, v) in config.common.kafka_client_properties() {
+        base.set(k, v);
+    }
+    let dlq = DeadLetters::new(&base, &topic, &name, metrics.clone())?;
     let mut client = ClientConfig::new();
     client
         .set("bootstrap.servers", &config.common.brokers)
@@ -169,6 +185,7 @@ pub(crate) fn run_worker(
     let context = IngestContext {
         topic: topic.clone(),
         state: Mutex::new(state),
+        dlq,
         failure: Mutex::new(None),
     };
     let consumer: BaseConsumer<IngestContext> = client.create_with_context(context)?;
@@ -190,9 +207,19 @@ pub(crate) fn run_worker(
         match consumer.poll(Duration::from_millis(50)) {
             Some(Ok(msg)) => {
                 let event = eddy_config::kafka::event_message(&msg);
-                ctx.state
-                    .lock()
-                    .apply(msg.partition() as u32, msg.offset(), event);
+                let (partition, offset) = (msg.partition() as u32, msg.offset());
+                let content_type = event.content_type;
+                let rejected = ctx.state.lock().apply(partition, offset, event);
+                if let Some(rejection) = rejected {
+                    ctx.dlq.send(
+                        msg.key(),
+                        msg.payload(),
+                        content_type,
+                        (&topic, partition, offset),
+                        &rejection,
+                    );
+                    ctx.dlq.count_sent();
+                }
             }
             Some(Err(e)) => warn!(collection = %name, error = %e, "kafka consumer error"),
             None => {}
@@ -200,13 +227,19 @@ pub(crate) fn run_worker(
         if let Some(e) = ctx.failure.lock().take() {
             return Err(e);
         }
-        let outcome = {
-            let mut state = ctx.state.lock();
-            if state.should_seal() {
-                state.seal()?
-            } else {
-                None
+        let due = ctx.state.lock().should_seal();
+        let outcome = if due {
+            match ctx.seal() {
+                Ok(o) => o,
+                Err(Error::Kafka(e)) => {
+                    // Dead letters not acknowledged: retry at the next turn.
+                    warn!(collection = %name, error = %e, "seal postponed");
+                    None
+                }
+                Err(e) => return Err(e),
             }
+        } else {
+            None
         };
         if let Some(outcome) = outcome {
             ctx.commit(&consumer, &outcome, CommitMode::Async);
@@ -230,7 +263,7 @@ pub(crate) fn run_worker(
             );
         }
     }
-    let outcome = ctx.state.lock().seal()?;
+    let outcome = ctx.seal()?;
     if let Some(outcome) = outcome {
         // Async: a shutdown must not hang on an unreachable broker, and the
         // manifest (not the group offset) is what a restart resumes from.

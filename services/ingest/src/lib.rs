@@ -8,6 +8,7 @@
 //! the store for collections created through the query service's API.
 
 mod consumer;
+pub mod dlq;
 mod http;
 mod index;
 mod indexer;

@@ -38,6 +38,8 @@ pub struct IngestMetrics {
     /// 1 while consumption is paused because too many sealed rows await
     /// their graph.
     pub backpressure: IntGaugeVec,
+    /// Dead letters, by outcome (`produced`, `retried`).
+    pub dlq: IntCounterVec,
     /// Segment merges, by outcome.
     pub merges: IntCounterVec,
     /// Index builds, by outcome.
@@ -134,6 +136,11 @@ impl IngestMetrics {
                 "eddy_ingest_backpressure",
                 "1 while consumption is paused for the indexer to catch up",
                 &["collection"],
+            )?,
+            dlq: counter(
+                "eddy_ingest_dlq_total",
+                "Rejected events written to the dead-letter topic, by outcome",
+                &["collection", "outcome"],
             )?,
             merges: counter(
                 "eddy_ingest_merges_total",

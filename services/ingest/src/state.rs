@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
-use eddy_event::{Event, Message, Reason};
+use eddy_event::{Event, Message, Reason, Rejection};
 use eddy_manifest::{Manifest, SegmentEntry, Store};
 use eddy_model::CollectionDef;
 use eddy_segment::Growing;
@@ -160,21 +160,22 @@ impl CollectionState {
         self.owned.iter().map(|(p, o)| (*p, o.next)).collect()
     }
 
-    /// Applies one consumed message. Messages below the expected offset
+    /// Applies one consumed message; returns the rejection of a bad event
+    /// (for the dead-letter topic). Messages below the expected offset
     /// (redelivered after a restart or a seek) are dropped: the manifest and
     /// the buffer already hold their effect.
-    pub fn apply(&mut self, partition: u32, offset: i64, msg: Message<'_>) {
+    pub fn apply(&mut self, partition: u32, offset: i64, msg: Message<'_>) -> Option<Rejection> {
         let name = self.def.name.clone();
         let Some(owned) = self.owned.get_mut(&partition) else {
             debug!(collection = %name, partition, offset, "message for a partition not owned: dropped");
-            return;
+            return None;
         };
         if owned.stalled || offset < owned.next {
             self.metrics
                 .events
                 .with_label_values(&[&name, "duplicate"])
                 .inc();
-            return;
+            return None;
         }
         owned.next = offset + 1;
         self.first_event.get_or_insert_with(Instant::now);
@@ -202,12 +203,14 @@ impl CollectionState {
             Err(rejection) => {
                 warn!(collection = %name, partition, offset, reason = rejection.reason.as_str(), detail = %rejection.detail, "event rejected");
                 self.reject(rejection.reason);
+                return Some(rejection);
             }
         }
         self.metrics
             .growing_rows
             .with_label_values(&[&name])
             .set(self.buffer.live_rows() as i64);
+        None
     }
 
     fn reject(&self, reason: Reason) {

@@ -133,6 +133,11 @@ impl Cluster {
         cluster
     }
 
+    /// The broker's bootstrap address.
+    pub fn brokers(&self) -> String {
+        self._tansu.bootstrap()
+    }
+
     /// Base URL of the HTTP API.
     pub fn url(&self, path: &str) -> String {
         let q = self.query.as_ref().expect("query running");
