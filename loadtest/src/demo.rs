@@ -197,18 +197,23 @@ async fn pipeline(
         wait_count(&client, ds.len() as u64, COUNT_TIMEOUT).await?;
         let all_searchable_after = started.elapsed();
 
-        let indexing = wait_indexed(&client, store, INDEX_TIMEOUT).await?;
-        tracing::info!(?indexing, "segments indexed");
-
+        // Exact first, on whatever mix of tail and segments serves now; then,
+        // once everything is sealed and indexed, through the graphs.
         let mut flight = FlightSearch::connect(&flight_addr, REQUEST_TIMEOUT).await?;
         let mut apis = Vec::new();
-        for mode in [Mode::Exact, Mode::Graph] {
-            apis.push(queries::http(ds, &client, K, mode).await?);
-            apis.push(queries::do_get(ds, &mut flight, COLLECTION, K, mode).await?);
-            apis.push(queries::do_exchange(ds, &mut flight, COLLECTION, K, mode).await?);
-        }
+        let mode = Mode::Exact;
+        apis.push(queries::http(ds, &client, K, mode).await?);
+        apis.push(queries::do_get(ds, &mut flight, COLLECTION, K, mode).await?);
+        apis.push(queries::do_exchange(ds, &mut flight, COLLECTION, K, mode).await?);
+
+        let indexing = wait_indexed(&client, store, INDEX_TIMEOUT).await?;
+        tracing::info!(?indexing, "segments indexed");
+        let mode = Mode::Graph;
+        apis.push(queries::http(ds, &client, K, mode).await?);
+        apis.push(queries::do_get(ds, &mut flight, COLLECTION, K, mode).await?);
+        apis.push(queries::do_exchange(ds, &mut flight, COLLECTION, K, mode).await?);
         println!(
-            "segments: {} ({} with a graph, indexed {:.1} s after the last event was searchable)",
+            "segments: {} ({} with a graph; sealed and indexed {:.1} s after the last event was searchable)",
             indexing.segments,
             indexing.indexed,
             indexing.waited.as_secs_f64()
@@ -263,8 +268,8 @@ struct Indexing {
     waited: Duration,
 }
 
-/// Waits until every segment big enough for a graph has one and the query
-/// service serves that manifest version.
+/// Waits until the tail is sealed, every segment big enough for a graph has
+/// one, and the query service serves that manifest version.
 async fn wait_indexed(
     client: &QueryClient,
     store: &Path,
@@ -281,13 +286,16 @@ async fn wait_indexed(
             .iter()
             .filter(|s| s.index.is_none() && s.rows >= eddy_segment::MIN_GRAPH_ROWS as u64)
             .count();
-        let served = client
-            .info()
-            .await
-            .ok()
+        let info = client.info().await.ok();
+        let served = info
+            .as_ref()
             .and_then(|i| i["status"]["manifest_version"].as_u64())
             .unwrap_or(0);
-        if pending == 0 && served >= manifest.version {
+        let tail_rows = info
+            .as_ref()
+            .and_then(|i| i["status"]["tail_rows"].as_u64())
+            .unwrap_or(u64::MAX);
+        if pending == 0 && tail_rows == 0 && served >= manifest.version {
             return Ok(Indexing {
                 segments: manifest.segments.len(),
                 indexed: manifest

@@ -18,7 +18,8 @@ pub struct BuildOptions {
     pub dedup: bool,
     /// After the build, link every node the level-0 graph cannot reach from the entry.
     pub repair: bool,
-    /// Fill the free slots of a pruned list with the pruned candidates (closest first).
+    /// Fill a pruned list up to half its capacity with the pruned candidates
+    /// (closest first); the other half stays free for later back links.
     pub keep_pruned: bool,
     /// After the build, give every node with fewer level-0 in-links than this
     /// back links from its own nearest neighbours (hidden near-duplicates), 0 = off.
@@ -112,7 +113,10 @@ impl Shared<'_> {
         }
         if self.keep_pruned {
             // Fill up to half the list only, so later back links still find free slots.
-            let fill = std::env::var("EDDY_FILL").ok().and_then(|v| v.parse::<usize>().ok()).unwrap_or(2);
+            let fill = std::env::var("EDDY_FILL")
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or(2);
             let room = (keep / fill).saturating_sub(out.len());
             out.extend(pruned.iter().take(room).copied());
         }

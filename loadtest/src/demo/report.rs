@@ -90,10 +90,10 @@ pub fn render(r: &Report<'_>) -> String {
         fmt_ms(r.all_searchable_after)
     );
     let queries = r.apis.first().map_or(0, |a| a.queries);
-    let _ = writeln!(out, "\nqueries ({queries} per API, k={}, exact)", r.k);
+    let _ = writeln!(out, "\nqueries ({queries} per API, k={}; exact = every row scanned, graph = server default: HNSW over SQ8 codes, f32 rescoring)", r.k);
     let _ = writeln!(
         out,
-        "  {:<19} {:>9} {:>10} {:>10} {:>10} {:>10} {:>9}",
+        "  {:<27} {:>9} {:>10} {:>10} {:>10} {:>10} {:>9}",
         "API",
         format!("recall@{}", r.k),
         "p50",
@@ -109,7 +109,7 @@ pub fn render(r: &Report<'_>) -> String {
         );
         let _ = writeln!(
             out,
-            "  {:<19} {:>9.4} {:>10} {:>10} {:>10} {:>10} {:>9.0}",
+            "  {:<27} {:>9.4} {:>10} {:>10} {:>10} {:>10} {:>9.0}",
             api.name,
             api.recall,
             p50,
