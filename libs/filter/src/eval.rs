@@ -102,23 +102,12 @@ impl Predicate {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use serde_json::json;
 
     use super::*;
 
     fn filter(v: Value) -> Filter {
-        let schema: BTreeMap<String, FieldType> = [
-            ("section", FieldType::Keyword),
-            ("size", FieldType::Integer),
-            ("price", FieldType::Float),
-            ("ok", FieldType::Bool),
-        ]
-        .into_iter()
-        .map(|(k, t)| (k.to_owned(), t))
-        .collect();
-        match Filter::parse(&v, &schema) {
+        match Filter::parse(&v, &crate::test_schema::schema()) {
             Ok(f) => f,
             Err(e) => panic!("{e}"),
         }

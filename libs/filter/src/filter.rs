@@ -754,18 +754,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn schema() -> BTreeMap<String, FieldType> {
-        [
-            ("section", FieldType::Keyword),
-            ("tags", FieldType::Keyword),
-            ("size", FieldType::Integer),
-            ("price", FieldType::Float),
-            ("ok", FieldType::Bool),
-        ]
-        .into_iter()
-        .map(|(k, t)| (k.to_owned(), t))
-        .collect()
-    }
+    use crate::test_schema::schema;
 
     fn parse(v: Value) -> Result<Filter, FilterError> {
         Filter::parse(&v, &schema())

@@ -1033,17 +1033,7 @@ mod tests {
 
     use super::*;
 
-    fn schema() -> BTreeMap<String, FieldType> {
-        [
-            ("section", FieldType::Keyword),
-            ("size", FieldType::Integer),
-            ("price", FieldType::Float),
-            ("ok", FieldType::Bool),
-        ]
-        .into_iter()
-        .map(|(k, t)| (k.to_owned(), t))
-        .collect()
-    }
+    use crate::test_schema::schema;
 
     fn payloads() -> Vec<Value> {
         (0..300)
@@ -1114,7 +1104,8 @@ mod tests {
                 ("ok", FieldType::Bool),
                 ("price", FieldType::Float),
                 ("section", FieldType::Keyword),
-                ("size", FieldType::Integer)
+                ("size", FieldType::Integer),
+                ("tags", FieldType::Keyword),
             ]
         );
         assert_eq!(view.field_type("size"), Some(FieldType::Integer));

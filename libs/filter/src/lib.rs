@@ -16,6 +16,8 @@ mod eval;
 mod filter;
 mod index;
 mod plan;
+#[cfg(test)]
+mod test_schema;
 
 pub use filter::{
     Condition, FieldCondition, Filter, FloatRange, MatchValues, Predicate, MAX_CONDITIONS,

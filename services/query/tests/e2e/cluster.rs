@@ -225,15 +225,7 @@ impl Cluster {
     pub async fn wait_sealed(&self, collection: &str) -> Value {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let info: Value = self
-                .http
-                .get(self.url(&format!("/v1/collections/{collection}")))
-                .send()
-                .await
-                .expect("info request")
-                .json()
-                .await
-                .expect("info json");
+            let info = self.info(collection).await;
             if info["status"]["tail_rows"] == 0
                 && info["status"]["segments"].as_u64().unwrap_or(0) > 0
             {
@@ -242,6 +234,18 @@ impl Cluster {
             assert!(Instant::now() < deadline, "not sealed within 60 s: {info}");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// `GET /v1/collections/{collection}`.
+    pub async fn info(&self, collection: &str) -> Value {
+        self.http
+            .get(self.url(&format!("/v1/collections/{collection}")))
+            .send()
+            .await
+            .expect("info request")
+            .json()
+            .await
+            .expect("info json")
     }
 
     /// Waits until ingest has indexed every segment that gets a graph and the
@@ -263,15 +267,7 @@ impl Cluster {
                 .iter()
                 .filter(|s| s.index.is_some())
                 .count() as u64;
-            let info: Value = self
-                .http
-                .get(self.url(&format!("/v1/collections/{collection}")))
-                .send()
-                .await
-                .expect("info request")
-                .json()
-                .await
-                .expect("info json");
+            let info = self.info(collection).await;
             if unindexed == 0.0
                 && indexed > 0
                 && info["status"]["manifest_version"].as_u64() >= Some(manifest.version)

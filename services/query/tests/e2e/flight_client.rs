@@ -67,6 +67,23 @@ fn check(
     }
 }
 
+/// One DoExchange: `command` as the descriptor, `batches` of query vectors in.
+async fn exchange(
+    c: &mut FlightClient,
+    command: serde_json::Value,
+    batches: Vec<RecordBatch>,
+) -> Vec<RecordBatch> {
+    let request = FlightDataEncoderBuilder::new()
+        .with_flight_descriptor(Some(FlightDescriptor::new_cmd(command.to_string())))
+        .build(futures::stream::iter(batches.into_iter().map(Ok)));
+    c.do_exchange(request)
+        .await
+        .expect("do_exchange")
+        .try_collect()
+        .await
+        .expect("exchange batches")
+}
+
 /// DoGet with a JSON ticket and DoExchange with batches of query vectors
 /// both return the exact top-k.
 pub async fn do_get_and_exchange_match_exact(
@@ -114,19 +131,12 @@ pub async fn do_get_and_exchange_match_exact(
         );
         RecordBatch::try_new(schema.clone(), vec![Arc::new(list)]).expect("batch")
     };
-    let input = vec![Ok(batch_of(&queries[..10])), Ok(batch_of(&queries[10..]))];
-    let descriptor =
-        FlightDescriptor::new_cmd(json!({"collection": collection, "k": 5}).to_string());
-    let request = FlightDataEncoderBuilder::new()
-        .with_flight_descriptor(Some(descriptor))
-        .build(futures::stream::iter(input));
-    let out: Vec<RecordBatch> = c
-        .do_exchange(request)
-        .await
-        .expect("do_exchange")
-        .try_collect()
-        .await
-        .expect("exchange batches");
+    let out = exchange(
+        &mut c,
+        json!({"collection": collection, "k": 5}),
+        vec![batch_of(&queries[..10]), batch_of(&queries[10..])],
+    )
+    .await;
     check(&rows(&out), &queries, points, 5);
     assert!(out.iter().all(|b| b.column(0).null_count() == 0));
 
@@ -170,20 +180,12 @@ pub async fn do_get_and_exchange_match_exact(
         .expect("batches");
     check(&rows(&batches), &queries, &subset, 5);
 
-    let input = vec![Ok(batch_of(&queries))];
-    let descriptor = FlightDescriptor::new_cmd(
-        json!({"collection": collection, "k": 5, "filter": filter}).to_string(),
-    );
-    let request = FlightDataEncoderBuilder::new()
-        .with_flight_descriptor(Some(descriptor))
-        .build(futures::stream::iter(input));
-    let out: Vec<RecordBatch> = c
-        .do_exchange(request)
-        .await
-        .expect("filtered do_exchange")
-        .try_collect()
-        .await
-        .expect("exchange batches");
+    let out = exchange(
+        &mut c,
+        json!({"collection": collection, "k": 5, "filter": filter}),
+        vec![batch_of(&queries)],
+    )
+    .await;
     check(&rows(&out), &queries, &subset, 5);
 }
 
