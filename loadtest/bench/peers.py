@@ -14,7 +14,7 @@ throughput ratio to each peer is printed, plus the build-time ratio.
 
     pip install hnswlib faiss-cpu usearch numpy
     python3 loadtest/bench/peers.py --dataset ../shared/datasets/debian-minilm \
-        --eddy-bin /work/target-hnsw/release/eddy-bench
+        --eddy-bin target/release/eddy-bench
 """
 import argparse
 import json
@@ -186,7 +186,7 @@ def qps_at(points, target):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", required=True)
-    ap.add_argument("--eddy-bin", default="/work/target-hnsw/release/eddy-bench")
+    ap.add_argument("--eddy-bin", default="target/release/eddy-bench")
     ap.add_argument("--m", type=int, default=16)
     ap.add_argument("--efc", type=int, default=100)
     ap.add_argument("--threads", type=int, default=2)

@@ -15,6 +15,11 @@
 pub const DEFAULT_EXACT_FRACTION: f64 = 0.05;
 /// Matching-row count at or below which the search is always an exact scan.
 pub const DEFAULT_EXACT_ROWS: u64 = 1024;
+/// Cost crossover `c` of the `matching² ≤ c · rows` rule: measured on
+/// debian-minilm (61,681 × 384, M = 16) where a scan costs 1.27e-7 s per row
+/// and a filtered walk 1.95e-4 s / s (`eddy-bench --filter`), c ≈ 1,536 —
+/// so at 61k rows filters up to ~16 % are scanned, at 1M rows up to ~4 %.
+pub const DEFAULT_COST_ROWS: f64 = 1536.0;
 
 /// How to answer a filtered search on one segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +39,10 @@ pub struct Planner {
     pub exact_fraction: f64,
     /// Matching-row count at or below which to scan exactly.
     pub exact_rows: u64,
+    /// Scan exactly when `matching² ≤ cost_rows · rows` (the measured cost
+    /// crossover of a scan, linear in `matching`, and a filtered walk,
+    /// linear in `rows / matching`).
+    pub cost_rows: f64,
 }
 
 impl Default for Planner {
@@ -41,6 +50,7 @@ impl Default for Planner {
         Self {
             exact_fraction: DEFAULT_EXACT_FRACTION,
             exact_rows: DEFAULT_EXACT_ROWS,
+            cost_rows: DEFAULT_COST_ROWS,
         }
     }
 }
@@ -56,7 +66,8 @@ impl Planner {
         }
         // NaN or negative thresholds mean "never exact by fraction".
         let fraction = matching.min(rows) as f64 / rows as f64;
-        if fraction <= self.exact_fraction {
+        let m = matching.min(rows) as f64;
+        if fraction <= self.exact_fraction || m * m <= self.cost_rows * rows as f64 {
             Plan::Exact
         } else {
             Plan::Graph
@@ -69,6 +80,7 @@ impl Planner {
 pub fn plan(matching: u64, rows: u64, threshold: f64) -> Plan {
     Planner {
         exact_fraction: threshold,
+        cost_rows: 0.0,
         ..Planner::default()
     }
     .plan(matching, rows)
@@ -92,8 +104,20 @@ mod tests {
         let p = Planner {
             exact_fraction: 0.5,
             exact_rows: 0,
+            cost_rows: 0.0,
         };
         assert_eq!(p.plan(10, 20), Plan::Exact);
         assert_eq!(p.plan(11, 20), Plan::Graph);
+    }
+
+    #[test]
+    fn the_cost_rule_scans_more_of_small_segments() {
+        let p = Planner::default();
+        // debian-minilm's F10 (10.8 % of 61,681): cheaper to scan.
+        assert_eq!(p.plan(6_643, 61_681), Plan::Exact);
+        assert_eq!(p.plan(30_000, 61_681), Plan::Graph);
+        // A million rows: the 5 % rule and the cost rule agree (~4-5 %).
+        assert_eq!(p.plan(39_000, 1_000_000), Plan::Exact);
+        assert_eq!(p.plan(60_000, 1_000_000), Plan::Graph);
     }
 }

@@ -88,9 +88,13 @@ struct RunArgs {
     /// Run the filtered F1 / F10 benchmark (needs base-payload.jsonl and gt-public-f*.ivecs).
     #[arg(long)]
     filter: bool,
-    /// Selectivity below which a filter uses an exact scan over the matching rows.
-    #[arg(long, default_value_t = 0.05)]
+    /// Selectivity below which a filter always uses an exact scan over the matching rows.
+    #[arg(long, default_value_t = 0.02)]
     scan_below: f64,
+    /// Cost model: also scan when matching rows < factor x (ef / selectivity) x 2M
+    /// (the walk's expected distance computations; measured ~4x dearer per row than a scan).
+    #[arg(long, default_value_t = 4.0)]
+    scan_factor: f64,
     /// Build options: disable duplicate folding.
     #[arg(long)]
     no_dedup: bool,
@@ -601,20 +605,20 @@ fn filter_bench(
             &dir.join(format!("gt-public-{suffix}-scores.fvecs")),
             a.queries,
         )?;
-        let scan_policy = sel < a.scan_below;
+        let scan_at = |ef: usize| {
+            sel < a.scan_below
+                || (rows.len() as f64)
+                    < a.scan_factor * (ef.max(10) as f64 / sel) * 2.0 * a.m as f64
+        };
         log(format!(
-            "\nfilter {name}: {} rows, selectivity {:.4} -> policy: {}",
+            "\nfilter {name}: {} rows, selectivity {sel:.4}; policy: scan when selectivity < {} or rows < {} x (ef/selectivity) x 2M",
             rows.len(),
-            sel,
-            if scan_policy {
-                "exact scan"
-            } else {
-                "filtered graph walk"
-            }
+            a.scan_below,
+            a.scan_factor
         ));
         log(format!(
-            "{:>10} {:>5} {:>9} {:>10}",
-            "strategy", "ef", "recall@10", "QPS 1T"
+            "{:>10} {:>5} {:>9} {:>10} {:>7}",
+            "strategy", "ef", "recall@10", "QPS 1T", "policy"
         ));
         // Exact scan over the matching rows.
         let base_ref = &base.data;
@@ -626,14 +630,20 @@ fn filter_bench(
         let recall10 = recall(&r, &gt, &gts, 10);
         let qps1 = qps_single(queries, 10, a.min_secs, &scan);
         log(format!(
-            "{:>10} {:>5} {recall10:>9.4} {qps1:>10.0}",
-            "scan", "-"
+            "{:>10} {:>5} {recall10:>9.4} {qps1:>10.0} {:>7}",
+            "scan",
+            "-",
+            if a.ef.iter().any(|&ef| scan_at(ef)) {
+                "yes"
+            } else {
+                ""
+            }
         ));
         out.push(FilterPoint {
             filter: name.into(),
             selectivity: sel,
             strategy: "scan".into(),
-            policy: scan_policy,
+            policy: a.ef.iter().any(|&ef| scan_at(ef)),
             ef: None,
             recall10,
             qps1,
@@ -648,14 +658,15 @@ fn filter_bench(
             let recall10 = recall(&r, &gt, &gts, 10);
             let qps1 = qps_single(queries, 10, a.min_secs.min(0.3), &g);
             log(format!(
-                "{:>10} {ef:>5} {recall10:>9.4} {qps1:>10.0}",
-                "graph"
+                "{:>10} {ef:>5} {recall10:>9.4} {qps1:>10.0} {:>7}",
+                "graph",
+                if scan_at(ef) { "" } else { "yes" }
             ));
             out.push(FilterPoint {
                 filter: name.into(),
                 selectivity: sel,
                 strategy: "graph".into(),
-                policy: !scan_policy,
+                policy: !scan_at(ef),
                 ef: Some(ef),
                 recall10,
                 qps1,
