@@ -220,27 +220,13 @@ impl PayloadIndexBuilder {
                 FieldData::Integer(mut pairs) => {
                     pairs.retain(|&(_, r)| r < rows);
                     pairs.sort_unstable();
-                    let values: Vec<u8> = pairs.iter().flat_map(|(v, _)| v.to_le_bytes()).collect();
-                    let row_ids: Vec<u8> =
-                        pairs.iter().flat_map(|(_, r)| r.to_le_bytes()).collect();
-                    sections[S_A] = put(&mut out, &values);
-                    sections[S_B] = put(&mut out, &row_ids);
-                    sections[S_C] = put(&mut out, &[]);
-                    sections[S_D] = put(&mut out, &[]);
-                    sections[S_E] = put(&mut out, &[]);
+                    put_columns(&mut out, &mut sections, &pairs, i64::to_le_bytes);
                     (type_code(FieldType::Integer), pairs.len())
                 }
                 FieldData::Float(mut pairs) => {
                     pairs.retain(|&(_, r)| r < rows);
                     pairs.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-                    let values: Vec<u8> = pairs.iter().flat_map(|(v, _)| v.to_le_bytes()).collect();
-                    let row_ids: Vec<u8> =
-                        pairs.iter().flat_map(|(_, r)| r.to_le_bytes()).collect();
-                    sections[S_A] = put(&mut out, &values);
-                    sections[S_B] = put(&mut out, &row_ids);
-                    sections[S_C] = put(&mut out, &[]);
-                    sections[S_D] = put(&mut out, &[]);
-                    sections[S_E] = put(&mut out, &[]);
+                    put_columns(&mut out, &mut sections, &pairs, f64::to_le_bytes);
                     (type_code(FieldType::Float), pairs.len())
                 }
                 FieldData::Bool(mut bitmaps) => {
@@ -292,6 +278,23 @@ fn pad8(out: &mut Vec<u8>) {
 }
 
 /// Appends an 8-byte aligned section; returns (offset, length).
+/// Writes a numeric field's sorted `(value, row)` pairs as a value column
+/// (section A) and a row column (section B); C-E stay empty.
+fn put_columns<V: Copy>(
+    out: &mut Vec<u8>,
+    sections: &mut [(u64, u64)],
+    pairs: &[(V, u32)],
+    le_bytes: fn(V) -> [u8; 8],
+) {
+    let values: Vec<u8> = pairs.iter().flat_map(|&(v, _)| le_bytes(v)).collect();
+    let row_ids: Vec<u8> = pairs.iter().flat_map(|(_, r)| r.to_le_bytes()).collect();
+    sections[S_A] = put(out, &values);
+    sections[S_B] = put(out, &row_ids);
+    for s in [S_C, S_D, S_E] {
+        sections[s] = put(out, &[]);
+    }
+}
+
 fn put(out: &mut Vec<u8>, bytes: &[u8]) -> (u64, u64) {
     pad8(out);
     let off = out.len() as u64;
