@@ -167,9 +167,10 @@ pub(crate) fn run_worker(
         base.set(k, v);
     }
     let dlq = DeadLetters::new(&base, &topic, &name, metrics.clone())?;
-    let mut client = ClientConfig::new();
+    // The consumer's own settings on top of `base`; the user's properties
+    // are applied once more below so they win.
+    let mut client = base.clone();
     client
-        .set("bootstrap.servers", &config.common.brokers)
         .set("group.id", format!("{}.{}", config.group_prefix, name))
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
