@@ -12,7 +12,7 @@ use crate::search::{beam, descend, drain_sorted, reachable, F32Scorer, Item, Lin
 use crate::{Error, Graph, HnswParams, Result, SearchContext, Space};
 
 /// Build switches beyond [`HnswParams`]; the defaults are what eddy uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BuildOptions {
     /// Fold exact duplicate vectors onto one graph node (returned together).
     pub dedup: bool,
@@ -26,6 +26,11 @@ pub struct BuildOptions {
     pub min_in_degree: usize,
     /// Select up to `2M` (instead of `M`) level-0 links for a new node.
     pub wide_level0: bool,
+    /// Vamana-style relaxed pruning: after Malkov's heuristic (alpha = 1), a pruned
+    /// candidate `c` is still kept unless some kept `r` has `alpha * d(c, r) <= d(c, base)`.
+    /// Values above 1 keep links past near-duplicates (which otherwise dominate
+    /// every candidate and leave tight clusters with few in-links). 1.0 = off.
+    pub alpha: f32,
 }
 
 impl Default for BuildOptions {
@@ -36,6 +41,7 @@ impl Default for BuildOptions {
             keep_pruned: true,
             min_in_degree: 4,
             wide_level0: false,
+            alpha: 1.0,
         }
     }
 }
@@ -52,6 +58,7 @@ struct Shared<'a> {
     locks: Vec<Mutex<()>>,
     keep_pruned: bool,
     level0_out: usize,
+    alpha: f32,
 }
 
 impl Links for Shared<'_> {
@@ -92,8 +99,18 @@ impl Shared<'_> {
         }
     }
 
-    /// Malkov's heuristic over `cands` (sorted best first by score to the base node).
+    /// Distance from a score (higher is closer): `1 - cos` for dot, `l2sq` for L2.
+    fn dist(&self, score: f32) -> f32 {
+        match self.space {
+            Space::Dot => 1.0 - score,
+            Space::L2 => -score,
+        }
+    }
+
+    /// Malkov's heuristic over `cands` (sorted best first by score to the base node),
+    /// then the `alpha` pass, then (with `keep_pruned`) fill from the pruned ones.
     fn select(&self, cands: &[Item], keep: usize, out: &mut Vec<Item>, pruned: &mut Vec<Item>) {
+        let alpha = self.alpha;
         out.clear();
         pruned.clear();
         if cands.len() <= keep {
@@ -111,13 +128,29 @@ impl Shared<'_> {
                 out.push(c);
             }
         }
+        if alpha > 1.0 && out.len() < keep && !pruned.is_empty() {
+            let first = out.len();
+            pruned.retain(|&c| {
+                if out.len() >= keep {
+                    return true;
+                }
+                let dc = self.dist(c.score);
+                let occluded = out
+                    .iter()
+                    .any(|r| alpha * self.dist(self.pair(c.id, r.id)) <= dc);
+                if !occluded {
+                    out.push(c);
+                }
+                occluded
+            });
+            // Keep the list sorted best first (search and later prunes expect it).
+            if out.len() > first {
+                out.sort_unstable_by(|a, b| b.cmp(a));
+            }
+        }
         if self.keep_pruned {
             // Fill up to half the list only, so later back links still find free slots.
-            let fill = std::env::var("EDDY_FILL")
-                .ok()
-                .and_then(|v| v.parse::<usize>().ok())
-                .unwrap_or(2);
-            let room = (keep / fill).saturating_sub(out.len());
+            let room = (keep / 2).saturating_sub(out.len());
             out.extend(pruned.iter().take(room).copied());
         }
     }
@@ -233,6 +266,12 @@ pub(crate) fn build(
     if params.ef_construction == 0 {
         return Err(Error::InvalidInput("ef_construction must be > 0".into()));
     }
+    if !(1.0..=4.0).contains(&opts.alpha) {
+        return Err(Error::InvalidInput(format!(
+            "alpha = {} not in 1.0..=4.0",
+            opts.alpha
+        )));
+    }
     let rep = if opts.dedup {
         duplicates(vectors, dim)
     } else {
@@ -285,6 +324,7 @@ pub(crate) fn build(
         locks: (0..n).map(|_| Mutex::new(())).collect(),
         keep_pruned: opts.keep_pruned,
         level0_out: if opts.wide_level0 { 2 * m } else { m },
+        alpha: opts.alpha,
     };
     let mut entry = 0u32;
     let mut max_level = 0u32;

@@ -101,9 +101,12 @@ struct RunArgs {
     /// Build options: disable the repair pass.
     #[arg(long)]
     no_repair: bool,
-    /// Build options: keep pruned connections.
-    #[arg(long)]
+    /// Build options: fill pruned lists to half with pruned candidates (true/false).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     keep_pruned: bool,
+    /// Build options: relaxed (Vamana) pruning factor, 1.0 = Malkov's heuristic only.
+    #[arg(long, default_value_t = BuildOptions::default().alpha)]
+    alpha: f32,
     /// Build options: minimum level-0 in-degree boost (0 = off).
     #[arg(long, default_value_t = 4)]
     min_in_degree: usize,
@@ -357,6 +360,7 @@ fn run(a: &RunArgs) -> Result<()> {
         keep_pruned: a.keep_pruned,
         min_in_degree: a.min_in_degree,
         wide_level0: a.wide_level0,
+        alpha: a.alpha,
     };
     let build_pool = pool(a.threads)?;
     let t0 = Instant::now();
@@ -383,9 +387,12 @@ fn run(a: &RunArgs) -> Result<()> {
         graph.view()
     };
     let unreachable = unreachable_count(&view);
+    let links0: usize = (0..n as u32).map(|i| view.neighbors(i).len()).sum();
+    let nodes = n - view.duplicate_count();
+    let mean_degree0 = links0 as f64 / nodes.max(1) as f64;
     log(format!(
-        "build: {build_secs:.2} s on {} threads (M={} efc={}), unreachable={unreachable}, duplicates folded={}, max level={}",
-        a.threads, a.m, a.efc, view.duplicate_count(), view.max_level()
+        "build: {build_secs:.2} s on {} threads (M={} efc={} alpha={}), unreachable={unreachable}, duplicates folded={}, max level={}, mean level-0 degree={mean_degree0:.1}",
+        a.threads, a.m, a.efc, a.alpha, view.duplicate_count(), view.max_level()
     ));
 
     if let Ok(list) = std::env::var("EDDY_BENCH_NODES") {
