@@ -3,7 +3,7 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
-use eddy_kernels::Kernels;
+use eddy_kernels::{Kernels, QueryI7};
 use eddy_quant::sq8::{Sq8Codes, Sq8Quantizer};
 
 use crate::{Error, GraphView, Result, Space};
@@ -50,6 +50,7 @@ pub struct SearchContext {
     ids: Vec<u32>,
     scores: Vec<f32>,
     qcode: Vec<u8>,
+    qi7: Vec<i8>,
     expanded: Vec<(u32, f32)>,
 }
 
@@ -271,7 +272,8 @@ impl<'a> Sq8View<'a> {
         self.codes.len() + 4 * self.corrections.len()
     }
 
-    pub(crate) fn encode_query(&self, query: &[f32], out: &mut Vec<u8>) {
+    /// Symmetric query code (same range as the rows), for L2.
+    fn encode_query(&self, query: &[f32], out: &mut Vec<u8>) {
         out.clear();
         let inv = 1.0 / self.delta;
         out.extend(
@@ -280,17 +282,76 @@ impl<'a> Sq8View<'a> {
                 .map(|&x| ((x - self.lo) * inv).round().clamp(0.0, 255.0) as u8),
         );
     }
+
+    /// Asymmetric query code for inner product: `q ≈ s·t` with `t` in `-64..=64`
+    /// (its own scale, so no query range is lost to the rows' range). Returns `s`.
+    fn encode_query_i7(query: &[f32], out: &mut Vec<i8>) -> f32 {
+        out.clear();
+        let max = query.iter().fold(0.0f32, |m, &x| m.max(x.abs()));
+        let s = if max > 0.0 && max.is_finite() {
+            max / f32::from(QueryI7::MAX)
+        } else {
+            1.0
+        };
+        let inv = 1.0 / s;
+        let lim = f32::from(QueryI7::MAX);
+        out.extend(
+            query
+                .iter()
+                .map(|&x| (x * inv).round().clamp(-lim, lim) as i8),
+        );
+        s
+    }
 }
 
+/// Scores graph nodes from their SQ8 codes.
+///
+/// Inner product is asymmetric: `q·x ≈ q·(lo + Δ·c) = lo·Σq + Δ·s·(t·c)` with the
+/// query kept at 7 bits (`t`, scale `s`) so the u8 × i8 kernel (`vpmaddubsw`) needs
+/// no widening and no per-row correction. L2 stays symmetric (`Δ²·‖c_q − c‖²`).
 pub(crate) struct Sq8Scorer<'a> {
-    pub(crate) k: &'static Kernels,
-    pub(crate) view: &'a Sq8View<'a>,
-    pub(crate) qcode: &'a [u8],
-    pub(crate) d2: f32,
-    pub(crate) space: Space,
+    k: &'static Kernels,
+    view: &'a Sq8View<'a>,
+    qcode: &'a [u8],
+    qi7: QueryI7<'a>,
+    mul: f32,
+    off: f32,
+    space: Space,
 }
 
-impl Sq8Scorer<'_> {
+impl<'a> Sq8Scorer<'a> {
+    /// Encode `query` into the caller's buffers and build the scorer.
+    pub(crate) fn new(
+        view: &'a Sq8View<'a>,
+        space: Space,
+        query: &[f32],
+        qcode: &'a mut Vec<u8>,
+        qi7: &'a mut Vec<i8>,
+    ) -> Self {
+        let (mul, off) = match space {
+            Space::Dot => {
+                qcode.clear();
+                let s = Sq8View::encode_query_i7(query, qi7);
+                (view.delta * s, view.lo * query.iter().sum::<f32>())
+            }
+            Space::L2 => {
+                qi7.clear();
+                view.encode_query(query, qcode);
+                (view.delta * view.delta, 0.0)
+            }
+        };
+        Self {
+            k: Kernels::get(),
+            view,
+            qcode,
+            // Values were clamped to ±64 above; an empty slice for L2.
+            qi7: QueryI7::new(qi7).unwrap_or(QueryI7::EMPTY),
+            mul,
+            off,
+            space,
+        }
+    }
+
     #[inline]
     fn code(&self, id: u32) -> &[u8] {
         let s = id as usize * self.view.dim;
@@ -308,10 +369,8 @@ impl Scorer for Sq8Scorer<'_> {
     fn score_one(&self, id: u32) -> f32 {
         let c = self.code(id);
         match self.space {
-            Space::Dot => {
-                self.d2 * self.k.dot_u8(self.qcode, c) as f32 + self.view.corrections[id as usize]
-            }
-            Space::L2 => -self.d2 * self.k.l2sq_u8(self.qcode, c) as f32,
+            Space::Dot => self.off + self.mul * self.k.dot_u8_i7(c, self.qi7) as f32,
+            Space::L2 => -self.mul * self.k.l2sq_u8(self.qcode, c) as f32,
         }
     }
 
@@ -636,14 +695,8 @@ pub fn search_sq8_into(
         return;
     }
     let mut qcode = std::mem::take(&mut ctx.qcode);
-    codes.encode_query(query, &mut qcode);
-    let scorer = Sq8Scorer {
-        k: Kernels::get(),
-        view: codes,
-        qcode: &qcode,
-        d2: codes.delta * codes.delta,
-        space,
-    };
+    let mut qi7 = std::mem::take(&mut ctx.qi7);
+    let scorer = Sq8Scorer::new(codes, space, query, &mut qcode, &mut qi7);
     let rescore = rescore.max(k);
     let ef = ef.max(rescore);
     let entry = Item {
@@ -659,6 +712,7 @@ pub fn search_sq8_into(
         }
     }
     ctx.qcode = qcode;
+    ctx.qi7 = qi7;
     let sorted = std::mem::take(&mut ctx.sorted);
     let mut cands = std::mem::take(&mut ctx.expanded);
     expand(view, &sorted, accept, rescore, &mut cands);

@@ -69,10 +69,37 @@ pub(crate) type F32Block = unsafe fn(&[f32], &[f32], &mut [f32]);
 pub(crate) type F32Ids = unsafe fn(&[f32], &[f32], &[u32], &mut [f32]);
 pub(crate) type U8Pair = unsafe fn(&[u8], &[u8]) -> u32;
 pub(crate) type I8Pair = unsafe fn(&[i8], &[i8]) -> i32;
+pub(crate) type U8I8Pair = unsafe fn(&[u8], &[i8]) -> i32;
 pub(crate) type BitPair = unsafe fn(&[u64], &[u64]) -> u32;
 pub(crate) type U8Block = unsafe fn(&[u8], &[u8], &mut [u32]);
 pub(crate) type BitBlock = unsafe fn(&[u64], &[u64], &mut [u32]);
 pub(crate) type PqAdc = unsafe fn(&[f32], &[u8], &mut [f32]);
+
+/// An i8 query whose values all lie in `-64..=64`, checked once at construction so
+/// [`Kernels::dot_u8_i7`] can use saturating byte multiplies (`vpmaddubsw`) per row.
+#[derive(Debug, Clone, Copy)]
+pub struct QueryI7<'a>(&'a [i8]);
+
+impl<'a> QueryI7<'a> {
+    /// Largest magnitude a value may have.
+    pub const MAX: i8 = 64;
+
+    /// The empty query (for callers that hold one only in some modes).
+    pub const EMPTY: QueryI7<'static> = QueryI7(&[]);
+
+    /// `Some` if every value is within `-64..=64`.
+    pub fn new(values: &'a [i8]) -> Option<Self> {
+        values
+            .iter()
+            .all(|v| (-Self::MAX..=Self::MAX).contains(v))
+            .then_some(Self(values))
+    }
+
+    /// The values.
+    pub fn values(&self) -> &'a [i8] {
+        self.0
+    }
+}
 
 /// A table of kernels for one backend.
 ///
@@ -92,6 +119,7 @@ pub struct Kernels {
     pub(crate) dot_u8: U8Pair,
     pub(crate) l2sq_u8: U8Pair,
     pub(crate) dot_i8: I8Pair,
+    pub(crate) dot_u8_i7: U8I8Pair,
     pub(crate) hamming: BitPair,
     pub(crate) and_popcount: BitPair,
     pub(crate) dot_u8_block: U8Block,
@@ -114,6 +142,7 @@ static SCALAR: Kernels = Kernels {
     dot_u8: scalar::dot_u8,
     l2sq_u8: scalar::l2sq_u8,
     dot_i8: scalar::dot_i8,
+    dot_u8_i7: scalar::dot_u8_i7,
     hamming: scalar::hamming,
     and_popcount: scalar::and_popcount,
     dot_u8_block: scalar::dot_u8_block,
@@ -301,6 +330,17 @@ impl Kernels {
         check_int("dot_i8", a.len(), b.len());
         // SAFETY: detected backend; lengths checked above.
         unsafe { (self.dot_i8)(a, b) }
+    }
+
+    /// Exact inner product of u8 codes with a 7-bit query (asymmetric SQ8 scoring).
+    /// Panics on mismatch or length > [`MAX_INT_LEN`].
+    #[inline]
+    #[track_caller]
+    pub fn dot_u8_i7(&self, codes: &[u8], query: QueryI7<'_>) -> i32 {
+        check_int("dot_u8_i7", codes.len(), query.0.len());
+        // SAFETY: detected backend; lengths checked above; `QueryI7` guarantees the
+        // value range the saturating kernels need.
+        unsafe { (self.dot_u8_i7)(codes, query.0) }
     }
 
     /// popcount(a XOR b) over bit vectors. Panics on length mismatch.

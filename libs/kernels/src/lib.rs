@@ -26,7 +26,7 @@ pub mod aarch64;
 #[cfg(target_arch = "x86_64")]
 pub mod x86_64;
 
-pub use dispatch::{Backend, Kernels, BACKEND_ENV, MAX_INT_LEN};
+pub use dispatch::{Backend, Kernels, QueryI7, BACKEND_ENV, MAX_INT_LEN};
 
 /// The backend the process-wide table uses (for a log line or a metric label).
 pub fn backend() -> Backend {
@@ -153,6 +153,16 @@ pub fn l2sq_u8(a: &[u8], b: &[u8]) -> u32 {
 #[track_caller]
 pub fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
     Kernels::get().dot_i8(a, b)
+}
+
+/// Exact inner product of u8 codes with a 7-bit query (asymmetric SQ8 graph walks).
+///
+/// # Panics
+/// On length mismatch or a length above [`MAX_INT_LEN`].
+#[inline]
+#[track_caller]
+pub fn dot_u8_i7(codes: &[u8], query: QueryI7<'_>) -> i32 {
+    Kernels::get().dot_u8_i7(codes, query)
 }
 
 /// `out[r] = dot_u8(query, row r of block)` for a contiguous block of code rows (SQ8 scans).

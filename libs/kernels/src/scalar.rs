@@ -80,6 +80,13 @@ pub fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
     })
 }
 
+/// Inner product of u8 codes with a 7-bit signed query (see [`crate::QueryI7`]), exact.
+pub fn dot_u8_i7(codes: &[u8], query: &[i8]) -> i32 {
+    codes.iter().zip(query).fold(0i32, |acc, (&c, &q)| {
+        acc.wrapping_add(i32::from(c) * i32::from(q))
+    })
+}
+
 /// `out[r] = dot_u8(query, row r of block)` for a contiguous block of `query.len()`-byte rows.
 pub fn dot_u8_block(query: &[u8], block: &[u8], out: &mut [u32]) {
     for (row, o) in block.chunks_exact(query.len().max(1)).zip(out) {

@@ -59,6 +59,15 @@ pub(crate) fn check(k: &Kernels) -> Result<(), &'static str> {
         if k.dot_i8(&ai, &bi) != scalar::dot_i8(&ai, &bi) {
             return Err("dot_i8");
         }
+        let q7: Vec<i8> = a8
+            .iter()
+            .map(|&x| (i16::from(x % 129) - 64) as i8)
+            .collect();
+        if let Some(q) = crate::QueryI7::new(&q7) {
+            if k.dot_u8_i7(&b8, q) != scalar::dot_u8_i7(&b8, &q7) {
+                return Err("dot_u8_i7");
+            }
+        }
         let mut outu = [0u32; 2];
         let block8 = [a8.clone(), b8.clone()].concat();
         k.dot_u8_block(&a8, &block8, &mut outu);

@@ -5,7 +5,7 @@
 //! loops. Integer kernels must match bit for bit; f32 kernels must agree within
 //! `F32_REL_TOL` of `Σ|aᵢ·bᵢ|` (the summation-order error bound scale).
 
-use eddy_kernels::{scalar, Backend, Kernels};
+use eddy_kernels::{scalar, Backend, Kernels, QueryI7};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -201,6 +201,22 @@ fn int8_kernels_bit_exact() {
                 scalar::dot_i8(&min_i, &bi),
                 "dot_i8 min/b {name}"
             );
+            let q7: Vec<i8> = ai.iter().map(|&x| x / 2).collect();
+            let q7 = QueryI7::new(&q7).expect("halved i8 is within -64..=64");
+            assert_eq!(
+                k.dot_u8_i7(&a, q7),
+                scalar::dot_u8_i7(&a, q7.values()),
+                "dot_u8_i7 {name} n={n}"
+            );
+            for extreme in [64i8, -64] {
+                let qe = vec![extreme; n];
+                let qe = QueryI7::new(&qe).expect("in range");
+                assert_eq!(
+                    k.dot_u8_i7(&max, qe),
+                    scalar::dot_u8_i7(&max, qe.values()),
+                    "dot_u8_i7 extreme {extreme} {name} n={n}"
+                );
+            }
         }
     }
 }
@@ -248,6 +264,14 @@ fn int_blocks_match_pairs() {
 }
 
 #[test]
+fn query_i7_rejects_out_of_range_values() {
+    assert!(QueryI7::new(&[0, 64, -64]).is_some());
+    assert!(QueryI7::new(&[65]).is_none());
+    assert!(QueryI7::new(&[3, -65]).is_none());
+    assert!(QueryI7::new(&[i8::MIN]).is_none());
+}
+
+#[test]
 fn int8_kernels_at_max_length() {
     let n = eddy_kernels::MAX_INT_LEN;
     let max = vec![255u8; n];
@@ -265,6 +289,16 @@ fn int8_kernels_at_max_length() {
             "{}",
             k.name()
         );
+        for extreme in [64i8, -64] {
+            let qe = vec![extreme; n];
+            let qe = QueryI7::new(&qe).expect("in range");
+            assert_eq!(
+                k.dot_u8_i7(&max, qe),
+                scalar::dot_u8_i7(&max, qe.values()),
+                "{}",
+                k.name()
+            );
+        }
     }
 }
 
@@ -446,6 +480,9 @@ proptest! {
             prop_assert_eq!(k.dot_u8(&a, &b), scalar::dot_u8(&a, &b));
             prop_assert_eq!(k.l2sq_u8(&a, &b), scalar::l2sq_u8(&a, &b));
             prop_assert_eq!(k.dot_i8(&ai, &bi), scalar::dot_i8(&ai, &bi));
+            let q7: Vec<i8> = bi.iter().map(|&x| (x / 2).clamp(-64, 64)).collect();
+            let q = QueryI7::new(&q7).expect("clamped");
+            prop_assert_eq!(k.dot_u8_i7(&a, q), scalar::dot_u8_i7(&a, &q7));
         }
     }
 

@@ -17,6 +17,7 @@ static NEON: Kernels = Kernels {
     dot_u8: neon::dot_u8,
     l2sq_u8: neon::l2sq_u8,
     dot_i8: neon::dot_i8,
+    dot_u8_i7: neon::dot_u8_i7,
     hamming: neon::hamming,
     and_popcount: neon::and_popcount,
     dot_u8_block: neon::dot_u8_block,

@@ -171,6 +171,34 @@ pub unsafe fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
     vaddvq_s32(acc).wrapping_add(scalar::dot_i8(&a[i..], &b[i..]))
 }
 
+/// Exact inner product of u8 codes with an i8 query (both widened to i16, `smlal`).
+///
+/// # Safety
+/// NEON; `codes.len() == query.len() <= 65536`, query values in `-64..=64`.
+#[inline]
+#[target_feature(enable = "neon")]
+pub unsafe fn dot_u8_i7(codes: &[u8], query: &[i8]) -> i32 {
+    let n = codes.len();
+    let mut acc0 = vdupq_n_s32(0);
+    let mut acc1 = vdupq_n_s32(0);
+    let mut i = 0;
+    while i + 16 <= n {
+        let c = vld1q_u8(codes.as_ptr().add(i));
+        let q = vld1q_s8(query.as_ptr().add(i));
+        // Codes fit i16 (≤ 255), so the widened bytes can be read as signed.
+        let clo = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(c)));
+        let chi = vreinterpretq_s16_u16(vmovl_high_u8(c));
+        let qlo = vmovl_s8(vget_low_s8(q));
+        let qhi = vmovl_high_s8(q);
+        acc0 = vmlal_s16(acc0, vget_low_s16(clo), vget_low_s16(qlo));
+        acc1 = vmlal_high_s16(acc1, clo, qlo);
+        acc0 = vmlal_s16(acc0, vget_low_s16(chi), vget_low_s16(qhi));
+        acc1 = vmlal_high_s16(acc1, chi, qhi);
+        i += 16;
+    }
+    vaddvq_s32(vaddq_s32(acc0, acc1)).wrapping_add(scalar::dot_u8_i7(&codes[i..], &query[i..]))
+}
+
 /// popcount(a XOR b) with `cnt`.
 ///
 /// # Safety

@@ -354,6 +354,40 @@ pub unsafe fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
     simd.wrapping_add(scalar::dot_i8(&a[i..], &b[i..]))
 }
 
+/// Exact inner product of u8 codes with a query in `-64..=64` (`vpmaddubsw`, then
+/// `vpmaddwd`): half the instructions of [`dot_u8`], because no operand is widened.
+///
+/// # Safety
+/// AVX2; `codes.len() == query.len() <= 65536` and every query value in `-64..=64`
+/// (so a pair `255·64 + 255·64` fits the i16 that `vpmaddubsw` saturates).
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn dot_u8_i7(codes: &[u8], query: &[i8]) -> i32 {
+    let n = codes.len();
+    let (pa, pb) = (codes.as_ptr(), query.as_ptr());
+    let ones = _mm256_set1_epi16(1);
+    let mut acc0 = _mm256_setzero_si256();
+    let mut acc1 = _mm256_setzero_si256();
+    let mut i = 0;
+    while i + 64 <= n {
+        let a0 = _mm256_loadu_si256(pa.add(i).cast());
+        let b0 = _mm256_loadu_si256(pb.add(i).cast());
+        let a1 = _mm256_loadu_si256(pa.add(i + 32).cast());
+        let b1 = _mm256_loadu_si256(pb.add(i + 32).cast());
+        acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(_mm256_maddubs_epi16(a0, b0), ones));
+        acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(_mm256_maddubs_epi16(a1, b1), ones));
+        i += 64;
+    }
+    if i + 32 <= n {
+        let a0 = _mm256_loadu_si256(pa.add(i).cast());
+        let b0 = _mm256_loadu_si256(pb.add(i).cast());
+        acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(_mm256_maddubs_epi16(a0, b0), ones));
+        i += 32;
+    }
+    let simd = hsum_epi32(_mm256_add_epi32(acc0, acc1)) as i32;
+    simd.wrapping_add(scalar::dot_u8_i7(&codes[i..], &query[i..]))
+}
+
 /// Exact u8 dot of `query` with each row of `block`.
 ///
 /// # Safety

@@ -292,6 +292,46 @@ pub unsafe fn dot_u8_vnni(a: &[u8], b: &[u8]) -> u32 {
     dp.wrapping_add(sum_a.wrapping_mul(128))
 }
 
+/// Exact inner product of u8 codes with a query in `-64..=64` (`vpmaddubsw` + `vpmaddwd`).
+///
+/// # Safety
+/// AVX-512 F/BW; `codes.len() == query.len() <= 65536`, query values in `-64..=64`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+pub unsafe fn dot_u8_i7(codes: &[u8], query: &[i8]) -> i32 {
+    let n = codes.len();
+    let ones = _mm512_set1_epi16(1);
+    let mut acc = _mm512_setzero_si512();
+    let mut i = 0;
+    while i < n {
+        // Zero-filled tail lanes contribute nothing.
+        let va = load_bytes(codes.as_ptr(), i, n);
+        let vb = load_bytes(query.as_ptr().cast(), i, n);
+        acc = _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(va, vb), ones));
+        i += 64;
+    }
+    _mm512_reduce_add_epi32(acc)
+}
+
+/// [`dot_u8_i7`] with VNNI (`vpdpbusd`: u8 × i8 summed into i32, no saturation).
+///
+/// # Safety
+/// AVX-512 F/BW/VNNI; `codes.len() == query.len() <= 65536`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub unsafe fn dot_u8_i7_vnni(codes: &[u8], query: &[i8]) -> i32 {
+    let n = codes.len();
+    let mut acc = _mm512_setzero_si512();
+    let mut i = 0;
+    while i < n {
+        let va = load_bytes(codes.as_ptr(), i, n);
+        let vb = load_bytes(query.as_ptr().cast(), i, n);
+        acc = _mm512_dpbusd_epi32(acc, va, vb);
+        i += 64;
+    }
+    _mm512_reduce_add_epi32(acc)
+}
+
 /// Exact u8 squared L2 (`|a−b|` by saturating subtraction, `vpmaddwd`).
 ///
 /// # Safety

@@ -30,6 +30,7 @@ static AVX2: Kernels = Kernels {
     dot_u8: avx2::dot_u8,
     l2sq_u8: avx2::l2sq_u8,
     dot_i8: avx2::dot_i8,
+    dot_u8_i7: avx2::dot_u8_i7,
     hamming: avx2_codes::hamming,
     and_popcount: avx2_codes::and_popcount,
     dot_u8_block: avx2::dot_u8_block,
@@ -81,6 +82,11 @@ pub(crate) fn avx512_table() -> Option<&'static Kernels> {
                     avx512::dot_i8_vnni
                 } else {
                     avx512::dot_i8
+                },
+                dot_u8_i7: if vnni {
+                    avx512::dot_u8_i7_vnni
+                } else {
+                    avx512::dot_u8_i7
                 },
                 hamming: if vpopcnt {
                     avx512::hamming
