@@ -7,7 +7,7 @@
 //! * [`PayloadIndexBuilder`] / [`PayloadIndexView`]: the per-segment payload
 //!   index written at seal time and read in place from an mmap; evaluation
 //!   gives a [`roaring::RoaringBitmap`] of matching rows.
-//! * [`plan`]: exact scan versus filtered graph walk, by selectivity.
+//! * [`plan()`]: exact scan versus filtered graph walk, by selectivity.
 //!
 //! See `README.md` in this crate for the JSON accepted and the byte format.
 
