@@ -107,6 +107,9 @@ struct RunArgs {
     /// Build options: relaxed (Vamana) pruning factor, 1.0 = Malkov's heuristic only.
     #[arg(long, default_value_t = BuildOptions::default().alpha)]
     alpha: f32,
+    /// Build options: construction beam over SQ8 codes, f32 rescoring (true/false).
+    #[arg(long, default_value_t = BuildOptions::default().sq8_beam, action = clap::ArgAction::Set)]
+    sq8_beam: bool,
     /// Build options: minimum level-0 in-degree boost (0 = off).
     #[arg(long, default_value_t = 4)]
     min_in_degree: usize,
@@ -361,6 +364,7 @@ fn run(a: &RunArgs) -> Result<()> {
         min_in_degree: a.min_in_degree,
         wide_level0: a.wide_level0,
         alpha: a.alpha,
+        sq8_beam: a.sq8_beam,
     };
     let build_pool = pool(a.threads)?;
     let t0 = Instant::now();
