@@ -18,16 +18,20 @@
 //!   vectors or SQ8 codes (then rescored exactly in f32). An `accept` filter
 //!   restricts results but not the walk, so deleted or filtered-out rows still
 //!   route the search.
+//! * [`search_codes`] walks over any [`eddy_quant::CodeScorer`] (binary
+//!   1/1.5/2-bit, rotated 4-bit RaBitQ) and rescores the best candidates in f32.
 //!
 //! Every score is "higher is closer": the inner product for [`Space::Dot`]
 //! (cosine over normalised vectors), minus the squared distance for [`Space::L2`].
 
 mod build;
+mod codes;
 mod crc;
 mod format;
 mod search;
 
 pub use build::BuildOptions;
+pub use codes::{search_codes, search_codes_into};
 pub use format::{FORMAT_VERSION, MAGIC};
 pub use search::{
     exact_scan, search, search_into, search_sq8, search_sq8_into, unreachable_count, SearchContext,

@@ -513,7 +513,7 @@ pub(crate) fn drain_sorted(ctx: &mut SearchContext) {
     ctx.sorted.sort_unstable_by(|a, b| b.cmp(a));
 }
 
-fn check_args(view: &GraphView<'_>, vectors: &[f32], dim: usize, query: &[f32]) {
+pub(crate) fn check_args(view: &GraphView<'_>, vectors: &[f32], dim: usize, query: &[f32]) {
     assert!(
         dim > 0 && query.len() == dim,
         "eddy_hnsw::search: query has {} values, dim is {dim}",
@@ -533,7 +533,7 @@ fn check_args(view: &GraphView<'_>, vectors: &[f32], dim: usize, query: &[f32]) 
 }
 
 /// Node-level acceptance: a representative counts when it or one of its duplicates passes.
-fn node_accept<'v>(
+pub(crate) fn node_accept<'v>(
     view: &'v GraphView<'_>,
     accept: &'v dyn Fn(u32) -> bool,
 ) -> impl Fn(u32) -> bool + 'v {
@@ -542,7 +542,7 @@ fn node_accept<'v>(
 
 /// Expand the sorted representatives into rows (duplicates carry the same score),
 /// keeping accepted rows, until `limit` rows.
-fn expand(
+pub(crate) fn expand(
     view: &GraphView<'_>,
     sorted: &[Item],
     accept: Option<&dyn Fn(u32) -> bool>,

@@ -8,7 +8,7 @@
 //! eddy-bench synth --out DIR --n 1000000 --dim 128                 # synthetic set + GT
 //! ```
 
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -16,11 +16,13 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use eddy_dataset::{read_fvecs, read_ivecs, recall_at_k, write_fvecs, write_ivecs, Matrix};
 use eddy_hnsw::{
-    exact_scan, search_into, search_sq8_into, unreachable_count, BuildOptions, Graph, GraphView,
-    HnswParams, SearchContext, Space, Sq8View,
+    exact_scan, search_codes_into, search_into, search_sq8_into, unreachable_count, BuildOptions,
+    Graph, GraphView, HnswParams, SearchContext, Space, Sq8View,
 };
+use eddy_quant::binary::{BinaryCodes, BinaryConfig, BinaryEncoding, BinaryQuantizer};
+use eddy_quant::rabitq::{RabitqCodes, RabitqConfig, RabitqQuantizer};
 use eddy_quant::sq8::{Sq8Config, Sq8Quantizer};
-use eddy_quant::Metric;
+use eddy_quant::{CodeScorer, Metric};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -67,10 +69,10 @@ struct RunArgs {
         default_value = "10,16,24,32,48,64,96,128,192,256,384,512"
     )]
     ef: Vec<usize>,
-    /// Modes: f32, sq8.
+    /// Modes: f32, sq8, bin1 / bin15 / bin2 (binary 1 / 1.5 / 2-bit codes), rq4 (rotated 4-bit RaBitQ).
     #[arg(long, value_delimiter = ',', default_value = "f32,sq8")]
     modes: Vec<String>,
-    /// SQ8 rescoring depth (0 = all ef candidates).
+    /// Rescoring depth of the quantized modes (0 = all ef candidates).
     #[arg(long, default_value_t = 0)]
     rescore: usize,
     /// Space: dot or l2.
@@ -189,6 +191,8 @@ struct Report {
     graph_bytes: usize,
     vector_bytes: usize,
     sq8_bytes: usize,
+    /// Code bytes of the binary / 4-bit modes, by mode name.
+    code_bytes: BTreeMap<String, usize>,
     rss_bytes: u64,
     kernels: String,
     points: Vec<Point>,
@@ -224,6 +228,73 @@ fn first_existing(dir: &Path, names: &[&str]) -> Result<PathBuf> {
 
 /// One search over a query: the closure used by all timed loops.
 type SearchFn<'a> = dyn Fn(&mut SearchContext, &[f32], usize, &mut Vec<(u32, f32)>) + Sync + 'a;
+
+/// Codes of a quantized traversal mode (`bin1`, `bin15`, `bin2`, `rq4`).
+enum ModeCodes {
+    Binary(BinaryCodes),
+    Rabitq(RabitqCodes),
+}
+
+impl ModeCodes {
+    /// Train the mode's quantizer (default config, metric from `space`) and encode `data`.
+    fn train(mode: &str, data: &[f32], dim: usize, space: Space) -> Result<Option<Self>> {
+        let encoding = match mode {
+            "bin1" => BinaryEncoding::OneBit,
+            "bin15" => BinaryEncoding::OneAndHalfBits,
+            "bin2" => BinaryEncoding::TwoBits,
+            "rq4" => {
+                let metric = match space {
+                    Space::Dot => Metric::Dot,
+                    Space::L2 => Metric::L2,
+                };
+                let cfg = RabitqConfig {
+                    metric,
+                    ..RabitqConfig::default()
+                };
+                let codes = RabitqQuantizer::train(data, dim, &cfg)?.encode_all(data)?;
+                return Ok(Some(Self::Rabitq(codes)));
+            }
+            _ => return Ok(None),
+        };
+        let cfg = BinaryConfig {
+            encoding,
+            ..BinaryConfig::default()
+        };
+        let codes = BinaryQuantizer::train(data, dim, &cfg)?.encode_all(data)?;
+        Ok(Some(Self::Binary(codes)))
+    }
+
+    /// Code bytes of the whole collection.
+    fn memory_bytes(&self) -> usize {
+        match self {
+            Self::Binary(c) => c.bytes_per_vector() * c.len(),
+            Self::Rabitq(c) => c.bytes_per_vector() * c.len(),
+        }
+    }
+}
+
+/// Prepare `q` for `codes` and run the code traversal (an unpreparable query gives no results).
+#[allow(clippy::too_many_arguments)]
+fn codes_search<C: CodeScorer>(
+    view: &GraphView<'_>,
+    ctx: &mut SearchContext,
+    codes: &C,
+    vectors: &[f32],
+    dim: usize,
+    space: Space,
+    q: &[f32],
+    k: usize,
+    ef: usize,
+    rescore: usize,
+    out: &mut Vec<(u32, f32)>,
+) {
+    match codes.prepare(q) {
+        Ok(p) => search_codes_into(
+            view, ctx, codes, &p, vectors, dim, space, q, k, ef, rescore, None, out,
+        ),
+        Err(_) => out.clear(),
+    }
+}
 
 /// Run all queries once; returns results for recall.
 fn run_all(queries: &Matrix<f32>, k: usize, f: &SearchFn<'_>) -> Vec<Vec<(u32, f32)>> {
@@ -436,7 +507,10 @@ fn run(a: &RunArgs) -> Result<()> {
     let mt_pool = pool(2)?;
     let mut points = Vec::new();
     let mut sq8_bytes = 0;
+    let mut code_bytes = BTreeMap::new();
     for mode in &a.modes {
+        let t_codes = Instant::now();
+        let mode_codes = ModeCodes::train(mode, &base.data, dim, space)?;
         let sq8 = if mode == "sq8" {
             let metric = match space {
                 Space::Dot => Metric::Dot,
@@ -451,7 +525,7 @@ fn run(a: &RunArgs) -> Result<()> {
                 },
             )?;
             Some(q.encode_all(&base.data)?)
-        } else if mode == "f32" {
+        } else if mode == "f32" || mode_codes.is_some() {
             None
         } else {
             bail!("unknown mode {mode}");
@@ -460,9 +534,27 @@ fn run(a: &RunArgs) -> Result<()> {
         if let Some(v) = &sq8_view {
             sq8_bytes = v.memory_bytes();
         }
+        if let Some(c) = &mode_codes {
+            code_bytes.insert(mode.clone(), c.memory_bytes());
+        }
+        let rescoring = if a.rescore == 0 {
+            "all ef candidates".to_string()
+        } else {
+            a.rescore.to_string()
+        };
         log(format!(
             "\nmode {mode}{}",
-            if sq8_view.is_some() {
+            if let Some(c) = &mode_codes {
+                format!(
+                    " ({} traversal, {} B/vector, trained+encoded in {:.1} s, exact f32 rescoring of {rescoring})",
+                    match c {
+                        ModeCodes::Binary(_) => "binary code",
+                        ModeCodes::Rabitq(_) => "rotated 4-bit code",
+                    },
+                    c.memory_bytes() / n.max(1),
+                    t_codes.elapsed().as_secs_f64()
+                )
+            } else if sq8_view.is_some() {
                 format!(
                     " (SQ8 traversal, exact f32 rescoring of {})",
                     if a.rescore == 0 {
@@ -483,21 +575,28 @@ fn run(a: &RunArgs) -> Result<()> {
             let base_ref = &base.data;
             let view_ref = &view;
             let sq8_ref = sq8_view.as_ref();
+            let codes_ref = mode_codes.as_ref();
             let rescore = a.rescore;
-            let f = move |ctx: &mut SearchContext,
-                          q: &[f32],
-                          k: usize,
-                          out: &mut Vec<(u32, f32)>| {
-                match sq8_ref {
-                    None => search_into(view_ref, ctx, base_ref, dim, space, q, k, ef, None, out),
-                    Some(c) => {
-                        let r = if rescore == 0 { ef } else { rescore };
-                        search_sq8_into(
-                            view_ref, ctx, c, base_ref, dim, space, q, k, ef, r, None, out,
-                        );
+            let f =
+                move |ctx: &mut SearchContext, q: &[f32], k: usize, out: &mut Vec<(u32, f32)>| {
+                    let r = if rescore == 0 { ef } else { rescore };
+                    match (sq8_ref, codes_ref) {
+                        (None, Some(ModeCodes::Binary(c))) => {
+                            codes_search(view_ref, ctx, c, base_ref, dim, space, q, k, ef, r, out);
+                        }
+                        (None, Some(ModeCodes::Rabitq(c))) => {
+                            codes_search(view_ref, ctx, c, base_ref, dim, space, q, k, ef, r, out);
+                        }
+                        (None, None) => {
+                            search_into(view_ref, ctx, base_ref, dim, space, q, k, ef, None, out);
+                        }
+                        (Some(c), _) => {
+                            search_sq8_into(
+                                view_ref, ctx, c, base_ref, dim, space, q, k, ef, r, None, out,
+                            );
+                        }
                     }
-                }
-            };
+                };
             let r10 = run_all(&queries, 10, &f);
             let r100 = run_all(&queries, 100, &f);
             let recall1 = recall(&r10, &gt, &gts, 1);
@@ -554,6 +653,7 @@ fn run(a: &RunArgs) -> Result<()> {
         graph_bytes: view.memory_bytes(),
         vector_bytes: base.data.len() * 4,
         sq8_bytes,
+        code_bytes,
         rss_bytes: rss_bytes(),
         kernels: eddy_kernels::backend_name().to_string(),
         points,
@@ -562,8 +662,13 @@ fn run(a: &RunArgs) -> Result<()> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
+        let codes: String = report
+            .code_bytes
+            .iter()
+            .map(|(m, b)| format!(", {m} codes {:.1} MB", *b as f64 / 1e6))
+            .collect();
         println!(
-            "\nmemory: graph {:.1} MB, vectors {:.1} MB, sq8 codes {:.1} MB, RSS {:.1} MB",
+            "\nmemory: graph {:.1} MB, vectors {:.1} MB, sq8 codes {:.1} MB{codes}, RSS {:.1} MB",
             report.graph_bytes as f64 / 1e6,
             report.vector_bytes as f64 / 1e6,
             report.sq8_bytes as f64 / 1e6,
