@@ -50,8 +50,8 @@ impl Default for BuildOptions {
             keep_pruned: true,
             min_in_degree: 4,
             wide_level0: false,
-            alpha: 1.0,
-            sq8_beam: false,
+            alpha: 1.1,
+            sq8_beam: true,
         }
     }
 }
