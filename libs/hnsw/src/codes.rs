@@ -9,7 +9,7 @@
 
 use eddy_quant::CodeScorer;
 
-use crate::search::{expand, node_accept, walk, F32Scorer, Item, Scorer};
+use crate::search::{rescore_into, walk_from_entry, Scorer};
 use crate::{Error, GraphView, Result, SearchContext, Space};
 
 /// [`Scorer`] adapter: a code table plus one prepared query.
@@ -118,33 +118,10 @@ pub fn search_codes_into<C: CodeScorer>(
         query: prepared,
     };
     let rescore = rescore.max(k);
-    let ef = ef.max(rescore);
-    let entry = Item {
-        score: scorer.score_one(view.entry),
-        id: view.entry,
-    };
-    let top = view.max_level as usize;
-    match accept {
-        None => walk(view, &scorer, ctx, view.len(), entry, top, ef, &|_| true),
-        Some(a) => {
-            let acc = node_accept(view, a);
-            walk(view, &scorer, ctx, view.len(), entry, top, ef, &acc);
-        }
-    }
-    // Candidates (duplicates expanded, accepted rows only) straight into `out`.
-    let sorted = std::mem::take(&mut ctx.sorted);
-    expand(view, &sorted, accept, rescore, out);
-    ctx.sorted = sorted;
-    // Exact rescoring, best first; ties by smaller row.
-    let exact = F32Scorer::new(vectors, dim, space, query);
-    for &(id, _) in out.iter() {
-        exact.prefetch(id);
-    }
-    for c in out.iter_mut() {
-        c.1 = exact.score_one(c.0);
-    }
-    out.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    out.truncate(k);
+    walk_from_entry(view, &scorer, ctx, ef.max(rescore), accept);
+    rescore_into(
+        view, ctx, vectors, dim, space, query, k, rescore, accept, out,
+    );
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ mod crc;
 mod format;
 mod search;
 
-pub use build::BuildOptions;
+pub use build::{sq8_beam_fidelity, BuildOptions, SQ8_BEAM_MIN_FIDELITY};
 pub use codes::{search_codes, search_codes_into};
 pub use format::{FORMAT_VERSION, MAGIC};
 pub use search::{

@@ -51,7 +51,6 @@ pub struct SearchContext {
     scores: Vec<f32>,
     qcode: Vec<u8>,
     qi7: Vec<i8>,
-    expanded: Vec<(u32, f32)>,
 }
 
 impl SearchContext {
@@ -618,19 +617,7 @@ pub fn search_into(
         return;
     }
     let scorer = F32Scorer::new(vectors, dim, space, query);
-    let entry = Item {
-        score: scorer.score_one(view.entry),
-        id: view.entry,
-    };
-    let ef = ef.max(k);
-    let top = view.max_level as usize;
-    match accept {
-        None => walk(view, &scorer, ctx, view.len(), entry, top, ef, &|_| true),
-        Some(a) => {
-            let acc = node_accept(view, a);
-            walk(view, &scorer, ctx, view.len(), entry, top, ef, &acc);
-        }
-    }
+    walk_from_entry(view, &scorer, ctx, ef.max(k), accept);
     let sorted = std::mem::take(&mut ctx.sorted);
     expand(view, &sorted, accept, k, out);
     ctx.sorted = sorted;
@@ -698,37 +685,66 @@ pub fn search_sq8_into(
     let mut qi7 = std::mem::take(&mut ctx.qi7);
     let scorer = Sq8Scorer::new(codes, space, query, &mut qcode, &mut qi7);
     let rescore = rescore.max(k);
-    let ef = ef.max(rescore);
+    walk_from_entry(view, &scorer, ctx, ef.max(rescore), accept);
+    ctx.qcode = qcode;
+    ctx.qi7 = qi7;
+    rescore_into(
+        view, ctx, vectors, dim, space, query, k, rescore, accept, out,
+    );
+}
+
+/// Walk `view` from its entry point with `scorer`, `ef` wide, keeping only rows
+/// `accept` takes (if any) as results: the results are left best first in `ctx.sorted`.
+pub(crate) fn walk_from_entry<S: Scorer>(
+    view: &GraphView<'_>,
+    scorer: &S,
+    ctx: &mut SearchContext,
+    ef: usize,
+    accept: Option<&dyn Fn(u32) -> bool>,
+) {
     let entry = Item {
         score: scorer.score_one(view.entry),
         id: view.entry,
     };
     let top = view.max_level as usize;
     match accept {
-        None => walk(view, &scorer, ctx, view.len(), entry, top, ef, &|_| true),
+        None => walk(view, scorer, ctx, view.len(), entry, top, ef, &|_| true),
         Some(a) => {
             let acc = node_accept(view, a);
-            walk(view, &scorer, ctx, view.len(), entry, top, ef, &acc);
+            walk(view, scorer, ctx, view.len(), entry, top, ef, &acc);
         }
     }
-    ctx.qcode = qcode;
-    ctx.qi7 = qi7;
+}
+
+/// After a walk over approximate scores: expand the best `rescore` rows of
+/// `ctx.sorted` (duplicates, accepted rows only) into `out`, rescore them exactly
+/// in f32 and keep the best `k`, best first (ties by smaller row).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn rescore_into(
+    view: &GraphView<'_>,
+    ctx: &mut SearchContext,
+    vectors: &[f32],
+    dim: usize,
+    space: Space,
+    query: &[f32],
+    k: usize,
+    rescore: usize,
+    accept: Option<&dyn Fn(u32) -> bool>,
+    out: &mut Vec<(u32, f32)>,
+) {
     let sorted = std::mem::take(&mut ctx.sorted);
-    let mut cands = std::mem::take(&mut ctx.expanded);
-    expand(view, &sorted, accept, rescore, &mut cands);
+    expand(view, &sorted, accept, rescore, out);
     ctx.sorted = sorted;
-    // Exact rescoring.
     ctx.ids.clear();
-    ctx.ids.extend(cands.iter().map(|c| c.0));
+    ctx.ids.extend(out.iter().map(|c| c.0));
     ctx.scores.clear();
     ctx.scores.resize(ctx.ids.len(), 0.0);
     F32Scorer::new(vectors, dim, space, query).score_ids(&ctx.ids, &mut ctx.scores);
-    for (c, &s) in cands.iter_mut().zip(&ctx.scores) {
+    for (c, &s) in out.iter_mut().zip(&ctx.scores) {
         c.1 = s;
     }
-    cands.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    out.extend(cands.iter().take(k).copied());
-    ctx.expanded = cands;
+    out.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    out.truncate(k);
 }
 
 /// Exact scan over `rows` (e.g. the rows matching a selective filter): top `k`

@@ -460,3 +460,27 @@ fn sq8_scorer_estimates_the_dot_with_the_decoded_rows() {
     // (that would mean the query was not quantized).
     assert!(worst > 0.0);
 }
+
+#[test]
+fn sq8_beam_fidelity_separates_coarse_codes() {
+    // Well-spread unit vectors: SQ8 keeps the neighbours.
+    let dim = 32;
+    let spread = clustered(2000, dim, 20, true);
+    let good = sq8_beam_fidelity(&spread, dim, Space::Dot, 7).expect("fidelity");
+    assert!(good >= SQ8_BEAM_MIN_FIDELITY, "spread data: {good}");
+    // Rows that differ from one centre by far less than one SQ8 step: the codes
+    // cannot rank them, so the build must keep its beam on f32.
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let centre: Vec<f32> = (0..dim).map(|_| rng.random_range(-1.0..1.0f32)).collect();
+    let tight: Vec<f32> = (0..2000)
+        .flat_map(|_| {
+            centre
+                .iter()
+                .map(|&c| c + rng.random_range(-1e-4..1e-4f32))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let poor = sq8_beam_fidelity(&tight, dim, Space::Dot, 7).expect("fidelity");
+    assert!(poor < SQ8_BEAM_MIN_FIDELITY, "tight data: {poor}");
+    assert!((0.0..=1.0).contains(&poor) && (0.0..=1.0).contains(&good));
+}

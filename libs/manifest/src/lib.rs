@@ -11,10 +11,12 @@
 
 mod error;
 mod fsck;
+mod gc;
 mod manifest;
 mod store;
 
 pub use error::{Error, Result};
 pub use fsck::{fsck, FsckReport};
+pub use gc::{GcPolicy, GcReport};
 pub use manifest::{Manifest, PartitionState, SegmentEntry};
 pub use store::{CreateOutcome, Store};

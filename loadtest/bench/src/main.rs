@@ -437,6 +437,17 @@ fn run(a: &RunArgs) -> Result<()> {
         alpha: a.alpha,
         sq8_beam: a.sq8_beam,
     };
+    if a.sq8_beam && a.load_graph.is_none() {
+        let fidelity = eddy_hnsw::sq8_beam_fidelity(&base.data, dim, space, a.seed)?;
+        log(format!(
+            "sq8 beam fidelity {fidelity:.4} (construction beam on {})",
+            if fidelity >= eddy_hnsw::SQ8_BEAM_MIN_FIDELITY {
+                "SQ8 codes"
+            } else {
+                "f32: below the threshold"
+            }
+        ));
+    }
     let build_pool = pool(a.threads)?;
     let t0 = Instant::now();
     let graph = if a.load_graph.is_some() {

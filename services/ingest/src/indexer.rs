@@ -12,9 +12,9 @@
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
-use eddy_manifest::{Manifest, Store};
+use eddy_manifest::{GcPolicy, Manifest, Store};
 use eddy_segment::{IndexParams, Segment};
 use tracing::{info, warn};
 
@@ -29,6 +29,17 @@ pub(crate) struct Indexer {
     pub(crate) metrics: IngestMetrics,
     pub(crate) poll: Duration,
     pub(crate) merge: MergePolicy,
+    /// Garbage collection of old manifests and unreferenced files (None = off).
+    pub(crate) gc: Option<GcSchedule>,
+}
+
+/// When and what the indexer's garbage collection removes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GcSchedule {
+    /// Time between passes.
+    pub(crate) every: Duration,
+    /// What each collection keeps.
+    pub(crate) policy: GcPolicy,
 }
 
 /// Outcome of trying to index one segment.
@@ -46,6 +57,7 @@ impl Indexer {
         // Segments whose build failed, not retried until restart (logged and
         // counted; they stay searchable exactly).
         let mut failed: HashSet<(String, String)> = HashSet::new();
+        let mut last_gc: Option<Instant> = None;
         while !stop.load(Ordering::Relaxed) {
             let mut worked = false;
             let collections = match self.store.collections() {
@@ -55,6 +67,14 @@ impl Indexer {
                     Vec::new()
                 }
             };
+            if let Some(gc) = &self.gc {
+                if last_gc.is_none_or(|t| t.elapsed() >= gc.every) {
+                    last_gc = Some(Instant::now());
+                    for def in &collections {
+                        self.collect_garbage(&def.name, &gc.policy);
+                    }
+                }
+            }
             for def in collections {
                 let manifest = match self.store.latest_manifest(&def.name) {
                     Ok(m) => m,
@@ -103,6 +123,37 @@ impl Indexer {
             if !worked {
                 std::thread::sleep(self.poll);
             }
+        }
+    }
+
+    /// One garbage-collection pass over `collection`, logged and counted.
+    fn collect_garbage(&self, collection: &str, policy: &GcPolicy) {
+        match self
+            .store
+            .collect_garbage(collection, policy, SystemTime::now())
+        {
+            Ok(report) => {
+                for (kind, n) in [
+                    ("manifest", report.manifests),
+                    ("segment", report.segments),
+                    ("index", report.indexes),
+                    ("delete", report.deletes),
+                    ("other", report.other),
+                ] {
+                    self.metrics
+                        .gc_files
+                        .with_label_values(&[collection, kind])
+                        .inc_by(n as u64);
+                }
+                self.metrics
+                    .gc_bytes
+                    .with_label_values(&[collection])
+                    .inc_by(report.bytes);
+                if report.files() > 0 {
+                    info!(collection, ?report, "garbage collected");
+                }
+            }
+            Err(e) => warn!(collection, error = %e, "garbage collection failed"),
         }
     }
 

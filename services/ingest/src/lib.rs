@@ -136,6 +136,20 @@ pub struct IngestConfig {
     #[arg(long, env = "EDDY_INDEX_POLL_MS", default_value_t = 500)]
     pub index_poll_ms: u64,
 
+    /// Garbage collection: how often the indexer removes old manifest versions
+    /// and files no retained version names (ms; 0 = never).
+    #[arg(long, env = "EDDY_GC_INTERVAL_MS", default_value_t = 60_000)]
+    pub gc_interval_ms: u64,
+
+    /// Garbage collection: minimum age of a removed manifest or file (s); a
+    /// reader that loaded an older version has this long to open its files.
+    #[arg(long, env = "EDDY_GC_GRACE_SECS", default_value_t = 600)]
+    pub gc_grace_secs: u64,
+
+    /// Garbage collection: newest manifest versions always kept.
+    #[arg(long, env = "EDDY_GC_KEEP_VERSIONS", default_value_t = 16)]
+    pub gc_keep_versions: usize,
+
     /// How often to look for new collections in the store (ms).
     #[arg(long, env = "EDDY_COLLECTION_POLL_MS", default_value_t = 1_000)]
     pub collection_poll_ms: u64,
@@ -249,6 +263,13 @@ pub async fn start(config: IngestConfig) -> Result<Ingest> {
             max_rows: config.merge_max_rows.max(1),
             ..merge::MergePolicy::default()
         },
+        gc: (config.gc_interval_ms > 0).then(|| indexer::GcSchedule {
+            every: Duration::from_millis(config.gc_interval_ms),
+            policy: eddy_manifest::GcPolicy {
+                keep_versions: config.gc_keep_versions.max(1),
+                grace: Duration::from_secs(config.gc_grace_secs),
+            },
+        }),
     };
     let indexer_stop = stop.clone();
     std::thread::Builder::new()

@@ -46,6 +46,10 @@ pub struct IngestMetrics {
     pub index_builds: IntCounterVec,
     /// Time to build, write and publish one segment index.
     pub index_seconds: Histogram,
+    /// Files removed by garbage collection, by kind (manifest, segment, index, delete, other).
+    pub gc_files: IntCounterVec,
+    /// Bytes freed by garbage collection.
+    pub gc_bytes: IntCounterVec,
 }
 
 impl IngestMetrics {
@@ -153,6 +157,16 @@ impl IngestMetrics {
                 &["collection", "outcome"],
             )?,
             index_seconds,
+            gc_files: counter(
+                "eddy_ingest_gc_files_total",
+                "Files removed by garbage collection, by kind",
+                &["collection", "kind"],
+            )?,
+            gc_bytes: counter(
+                "eddy_ingest_gc_bytes_total",
+                "Bytes freed by garbage collection",
+                &["collection"],
+            )?,
         })
     }
 }

@@ -3,9 +3,10 @@
 //! held before its commit are carried over (checked with `fsck`).
 
 use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
 
 use eddy_ingest::merge::{publish_merged, write_merged, MergePolicy};
-use eddy_manifest::{fsck, SegmentEntry, Store};
+use eddy_manifest::{fsck, GcPolicy, SegmentEntry, Store};
 use eddy_model::{CollectionDef, FieldType, IdType, Metric, PointId};
 use eddy_segment::{Growing, Segment};
 
@@ -127,6 +128,28 @@ fn held_merge_carries_over_deletes_that_hit_its_inputs() {
         !store.segment_path("m", &again.id).exists(),
         "loser removed"
     );
+
+    // Garbage collection: once past the grace, the merged-away inputs and their
+    // delete files go, the merged segment stays and fsck still finds every row.
+    let keep_latest = GcPolicy {
+        keep_versions: 1,
+        grace: Duration::from_secs(60),
+    };
+    let now = SystemTime::now();
+    let early = store.collect_garbage("m", &keep_latest, now).expect("gc");
+    assert_eq!(early.segments, 0, "inputs are younger than the grace");
+    let later = now + Duration::from_secs(61);
+    let report = store.collect_garbage("m", &keep_latest, later).expect("gc");
+    assert_eq!(report.segments, 4, "{report:?}");
+    assert_eq!(report.deletes, 2, "{report:?}");
+    assert!(report.manifests >= 5, "{report:?}");
+    for id in &segs {
+        assert!(!store.segment_path("m", id).exists(), "{id} removed");
+    }
+    assert!(store.segment_path("m", &merged.id).exists());
+    let (after, _) = fsck(&store, "m").expect("fsck");
+    assert!(after.is_clean(), "{after:?}");
+    assert_eq!(after.live_rows, 398);
 }
 
 #[test]

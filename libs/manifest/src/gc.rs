@@ -1,0 +1,380 @@
+//! Garbage collection of a collection's files: old manifest versions, and the
+//! segment, index and delete files no retained manifest names any more
+//! (merged away, re-indexed, superseded delete bitmaps, leftovers of crashed
+//! writers).
+//!
+//! Safety rests on two rules. A manifest version is retained while it is one
+//! of the newest `keep_versions` or younger than `grace`, so a reader that has
+//! just read an older version still finds every file it names. An unreferenced
+//! file is removed only once it is older than `grace`, so a file that a writer
+//! has written but not yet published (a sealed segment, an index, a merge held
+//! at its commit) is never taken from under it.
+
+use std::collections::HashSet;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use crate::{Error, Result, Store};
+
+/// What a collection keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GcPolicy {
+    /// Newest manifest versions always kept (at least 1).
+    pub keep_versions: usize,
+    /// Minimum age before an older manifest or an unreferenced file is removed.
+    pub grace: Duration,
+}
+
+impl Default for GcPolicy {
+    fn default() -> Self {
+        Self {
+            keep_versions: 16,
+            grace: Duration::from_secs(600),
+        }
+    }
+}
+
+/// What one pass removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GcReport {
+    /// Manifest versions removed.
+    pub manifests: usize,
+    /// Segment files (`*.seg`) removed.
+    pub segments: usize,
+    /// Index files (`*.idx`) removed.
+    pub indexes: usize,
+    /// Delete bitmaps removed.
+    pub deletes: usize,
+    /// Other files removed (temporary files of interrupted writes).
+    pub other: usize,
+    /// Bytes freed.
+    pub bytes: u64,
+}
+
+impl GcReport {
+    /// Files removed in total.
+    pub fn files(&self) -> usize {
+        self.manifests + self.segments + self.indexes + self.deletes + self.other
+    }
+}
+
+/// A file in one of the collection's directories.
+struct Entry {
+    path: PathBuf,
+    name: String,
+    bytes: u64,
+    modified: SystemTime,
+}
+
+fn list(dir: &Path) -> Result<Vec<Entry>> {
+    let iter = match fs::read_dir(dir) {
+        Ok(it) => it,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => {
+            return Err(Error::Io {
+                path: dir.to_owned(),
+                source: e,
+            })
+        }
+    };
+    let mut out = Vec::new();
+    for entry in iter {
+        let entry = entry.map_err(Error::io(dir))?;
+        let path = entry.path();
+        let meta = match entry.metadata() {
+            Ok(m) => m,
+            // Removed meanwhile (another collector): nothing to do.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::Io { path, source: e }),
+        };
+        if !meta.is_file() {
+            continue;
+        }
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        out.push(Entry {
+            path,
+            name,
+            bytes: meta.len(),
+            modified: meta.modified().map_err(Error::io(dir))?,
+        });
+    }
+    Ok(out)
+}
+
+fn older_than(entry: &Entry, now: SystemTime, grace: Duration) -> bool {
+    // A clock step backwards makes files look young: they are kept.
+    now.duration_since(entry.modified)
+        .is_ok_and(|age| age >= grace)
+}
+
+/// Removes `path`, counting its bytes; a file already gone is not an error.
+fn remove(entry: &Entry, report: &mut GcReport) -> Result<bool> {
+    match fs::remove_file(&entry.path) {
+        Ok(()) => {
+            report.bytes += entry.bytes;
+            Ok(true)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(Error::Io {
+            path: entry.path.clone(),
+            source: e,
+        }),
+    }
+}
+
+impl Store {
+    /// One garbage-collection pass over `collection` (see the module docs for
+    /// what is kept). Idempotent, and safe to run from several processes at
+    /// once; `now` is a parameter so tests can age files.
+    ///
+    /// # Errors
+    /// I/O errors, or a retained manifest that cannot be read (then nothing is
+    /// removed: an unreadable manifest could name any file).
+    pub fn collect_garbage(
+        &self,
+        collection: &str,
+        policy: &GcPolicy,
+        now: SystemTime,
+    ) -> Result<GcReport> {
+        let dir = self.root().join("collections").join(collection);
+        let mut report = GcReport::default();
+        let mut manifests: Vec<(u64, Entry)> = Vec::new();
+        let mut tmp_files = Vec::new();
+        for entry in list(&dir.join("manifests"))? {
+            match entry
+                .name
+                .strip_suffix(".json")
+                .and_then(|n| n.parse::<u64>().ok())
+            {
+                Some(version) => manifests.push((version, entry)),
+                None => tmp_files.push(entry),
+            }
+        }
+        manifests.sort_by_key(|(v, _)| std::cmp::Reverse(*v));
+        let keep = policy.keep_versions.max(1);
+        let (retained, expired): (Vec<_>, Vec<_>) = manifests
+            .into_iter()
+            .enumerate()
+            .partition(|(i, (_, e))| *i < keep || !older_than(e, now, policy.grace));
+        // Every file a retained version names (read all of them before removing anything).
+        let mut referenced: HashSet<String> = HashSet::new();
+        for (_, (version, _)) in &retained {
+            let manifest = self.manifest(collection, *version)?;
+            for seg in manifest.segments {
+                referenced.insert(format!("{}.seg", seg.id));
+                referenced.extend(seg.index);
+                referenced.extend(seg.deletes);
+            }
+        }
+        for (_, (_, entry)) in &expired {
+            if remove(entry, &mut report)? {
+                report.manifests += 1;
+            }
+        }
+        let stale = |e: &Entry| older_than(e, now, policy.grace) && !referenced.contains(&e.name);
+        for entry in tmp_files
+            .iter()
+            .filter(|e| older_than(e, now, policy.grace))
+        {
+            if remove(entry, &mut report)? {
+                report.other += 1;
+            }
+        }
+        for entry in list(&dir.join("segments"))?.iter().filter(|e| stale(e)) {
+            if remove(entry, &mut report)? {
+                if entry.name.ends_with(".seg") {
+                    report.segments += 1;
+                } else if entry.name.ends_with(".idx") {
+                    report.indexes += 1;
+                } else {
+                    report.other += 1;
+                }
+            }
+        }
+        for entry in list(&dir.join("deletes"))?.iter().filter(|e| stale(e)) {
+            if remove(entry, &mut report)? {
+                if entry.name.ends_with(".del") {
+                    report.deletes += 1;
+                } else {
+                    report.other += 1;
+                }
+            }
+        }
+        Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::fs::File;
+
+    use eddy_model::CollectionDef;
+
+    use super::*;
+    use crate::{Manifest, SegmentEntry};
+
+    fn entry(id: &str, index: Option<&str>, deletes: Option<&str>) -> SegmentEntry {
+        SegmentEntry {
+            id: id.to_owned(),
+            rows: 1,
+            bytes: 1,
+            deletes: deletes.map(str::to_owned),
+            deleted: 0,
+            offset_ranges: BTreeMap::new(),
+            index: index.map(str::to_owned),
+        }
+    }
+
+    fn touch(path: &Path, modified: SystemTime) {
+        let f = File::create(path).expect("create");
+        f.set_modified(modified).expect("set mtime");
+    }
+
+    fn age(path: &Path, modified: SystemTime) {
+        let f = File::options().write(true).open(path).expect("open");
+        f.set_modified(modified).expect("set mtime");
+    }
+
+    fn exists(store: &Store, rel: &str) -> bool {
+        store.root().join("collections/c").join(rel).exists()
+    }
+
+    #[test]
+    fn removes_what_no_retained_manifest_names_once_past_the_grace() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Store::open(dir.path()).expect("open");
+        store
+            .create_collection(&CollectionDef::new("c", 1))
+            .expect("create");
+        let now = SystemTime::now();
+        let old = now - Duration::from_secs(3600);
+        let seg = store.root().join("collections/c/segments");
+        let del = store.root().join("collections/c/deletes");
+        fs::create_dir_all(&seg).expect("mkdir");
+        fs::create_dir_all(&del).expect("mkdir");
+        for name in ["a.seg", "a-1.idx", "b.seg", "m.seg", "m-2.idx", "x.seg.tmp"] {
+            touch(&seg.join(name), old);
+        }
+        touch(&seg.join("young.seg"), now);
+        touch(&del.join("a.1.del"), old);
+        touch(&del.join("m.2.del"), old);
+        // v1: a (indexed, with deletes) and b; v2: merged into m; v3: m re-deleted.
+        let mut m = Manifest::empty("c").successor();
+        m.segments = vec![
+            entry("a", Some("a-1.idx"), Some("a.1.del")),
+            entry("b", None, None),
+        ];
+        store.publish(&m).expect("v1");
+        let mut m = m.successor();
+        m.segments = vec![entry("m", Some("m-2.idx"), None)];
+        store.publish(&m).expect("v2");
+        let mut m = m.successor();
+        m.segments = vec![entry("m", Some("m-2.idx"), Some("m.2.del"))];
+        store.publish(&m).expect("v3");
+        let manifests = store.root().join("collections/c/manifests");
+        for v in 1..=3u64 {
+            age(&manifests.join(format!("{v:020}.json")), old);
+        }
+        let policy = GcPolicy {
+            keep_versions: 2,
+            grace: Duration::from_secs(600),
+        };
+        let v1_bytes = fs::metadata(manifests.join(format!("{:020}.json", 1)))
+            .expect("v1")
+            .len();
+        let report = store.collect_garbage("c", &policy, now).expect("gc");
+        // v1 expired: a, its index and deletes, b and the old temporary file go;
+        // v2 and v3 are the newest two; the young file may be an unpublished write.
+        assert_eq!(
+            report,
+            GcReport {
+                manifests: 1,
+                segments: 2,
+                indexes: 1,
+                deletes: 1,
+                other: 1,
+                // The data files are empty here: only the manifest has bytes.
+                bytes: v1_bytes,
+            }
+        );
+        for gone in [
+            "segments/a.seg",
+            "segments/a-1.idx",
+            "segments/b.seg",
+            "deletes/a.1.del",
+        ] {
+            assert!(!exists(&store, gone), "{gone} should be removed");
+        }
+        for kept in [
+            "segments/m.seg",
+            "segments/m-2.idx",
+            "deletes/m.2.del",
+            "segments/young.seg",
+        ] {
+            assert!(exists(&store, kept), "{kept} should be kept");
+        }
+        assert!(store.manifest("c", 1).is_err());
+        assert_eq!(store.latest_manifest("c").expect("latest").version, 3);
+        // A second pass finds nothing more.
+        let again = store.collect_garbage("c", &policy, now).expect("gc");
+        assert_eq!(again.files(), 0);
+    }
+
+    #[test]
+    fn young_manifests_are_retained_with_their_files() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Store::open(dir.path()).expect("open");
+        store
+            .create_collection(&CollectionDef::new("c", 1))
+            .expect("create");
+        let now = SystemTime::now();
+        let seg = store.root().join("collections/c/segments");
+        fs::create_dir_all(&seg).expect("mkdir");
+        touch(&seg.join("a.seg"), now - Duration::from_secs(3600));
+        let mut m = Manifest::empty("c").successor();
+        m.segments = vec![entry("a", None, None)];
+        store.publish(&m).expect("v1");
+        let mut m = m.successor();
+        m.segments.clear();
+        store.publish(&m).expect("v2");
+        // v1 was published just now: a reader may still be loading it.
+        let policy = GcPolicy {
+            keep_versions: 1,
+            grace: Duration::from_secs(600),
+        };
+        let report = store.collect_garbage("c", &policy, now).expect("gc");
+        assert_eq!(report.files(), 0);
+        assert!(exists(&store, "segments/a.seg"));
+        // Past the grace, both go.
+        let later = now + Duration::from_secs(601);
+        let report = store.collect_garbage("c", &policy, later).expect("gc");
+        assert_eq!((report.manifests, report.segments), (1, 1));
+        assert!(!exists(&store, "segments/a.seg"));
+    }
+
+    #[test]
+    fn an_unreadable_retained_manifest_stops_the_pass() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Store::open(dir.path()).expect("open");
+        store
+            .create_collection(&CollectionDef::new("c", 1))
+            .expect("create");
+        let seg = store.root().join("collections/c/segments");
+        fs::create_dir_all(&seg).expect("mkdir");
+        let now = SystemTime::now();
+        touch(&seg.join("a.seg"), now - Duration::from_secs(3600));
+        let manifests = store.root().join("collections/c/manifests");
+        fs::create_dir_all(&manifests).expect("mkdir");
+        fs::write(manifests.join(format!("{:020}.json", 1)), b"{not json").expect("write");
+        let err = store
+            .collect_garbage("c", &GcPolicy::default(), now)
+            .expect_err("corrupt manifest");
+        assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+        assert!(exists(&store, "segments/a.seg"));
+    }
+}
