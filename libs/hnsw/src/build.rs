@@ -1,19 +1,18 @@
-//! Parallel construction (hnswlib-style per-node locks) and the repair pass.
+//! Parallel construction: hnswlib-style per-node locks, Malkov's heuristic with
+//! alpha relaxation, the optional SQ8 construction beam; then the passes of
+//! [`crate::repair`].
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
 
 use eddy_kernels::Kernels;
-use eddy_quant::sq8::{Sq8Codes, Sq8Config, Sq8Quantizer};
-use eddy_quant::Metric;
 use parking_lot::Mutex;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::search::{
-    beam, descend, drain_sorted, reachable, F32Scorer, Item, Links, Scorer, Sq8Scorer,
-};
-use crate::Sq8View;
+use crate::repair::{boost_in_degree, repair};
+use crate::search::{beam, descend, drain_sorted, F32Scorer, Item, Links, Scorer};
+use crate::sq8::{fidelity_of, train_sq8, Sq8Scorer, Sq8View, SQ8_BEAM_MIN_FIDELITY};
 use crate::{Error, Graph, HnswParams, Result, SearchContext, Space};
 
 /// Build switches beyond [`HnswParams`]; the defaults are what eddy uses.
@@ -40,7 +39,7 @@ pub struct BuildOptions {
     /// inside the build) and rescore its `ef_construction` candidates in f32 before
     /// the heuristic: the beam's distance computations read a quarter of the bytes.
     /// Used only where the codes rank neighbours well enough
-    /// ([`sq8_beam_fidelity`] ≥ [`SQ8_BEAM_MIN_FIDELITY`]); f32 otherwise.
+    /// ([`crate::sq8_beam_fidelity`] ≥ [`SQ8_BEAM_MIN_FIDELITY`]); f32 otherwise.
     pub sq8_beam: bool,
 }
 
@@ -544,244 +543,5 @@ fn link_levels<S: Scorer>(
 impl SearchContext {
     pub(crate) fn visited_mark(&mut self, id: u32) {
         let _ = self.visit_pub(id);
-    }
-}
-
-/// SQ8 codes of `vectors` for the construction beam.
-fn train_sq8(vectors: &[f32], dim: usize, space: Space) -> Result<Sq8Codes> {
-    let metric = match space {
-        Space::Dot => Metric::Dot,
-        Space::L2 => Metric::L2,
-    };
-    let config = Sq8Config {
-        metric,
-        ..Sq8Config::default()
-    };
-    Sq8Quantizer::train(vectors, dim, &config)
-        .and_then(|q| q.encode_all(vectors))
-        .map_err(|e| Error::InvalidInput(format!("sq8 for the construction beam: {e}")))
-}
-
-/// Below this [`sq8_beam_fidelity`] the construction beam stays on f32: codes
-/// that misrank most near neighbours (rows closer than one SQ8 step) would
-/// steer the beam blindly. A guard for degenerate data, set low on purpose:
-/// the clustered 1M × 128 set scores 0.69 and built no better graph on an f32
-/// beam (recall@10 0.9836 vs 0.9860 at ef 256) but built 1.2–1.3x slower.
-pub const SQ8_BEAM_MIN_FIDELITY: f64 = 0.5;
-
-/// How well SQ8 codes keep a row's nearest neighbours on `vectors`: mean
-/// recall@10 of the SQ8 ranking against the f32 ranking, for 64 seeded probe
-/// rows over all rows (or 262,144 seeded ones on larger sets). The build uses
-/// the SQ8 construction beam only at [`SQ8_BEAM_MIN_FIDELITY`] or above.
-///
-/// # Errors
-/// [`Error::InvalidInput`] if the codes cannot be trained (ragged or non-finite data).
-pub fn sq8_beam_fidelity(vectors: &[f32], dim: usize, space: Space, seed: u64) -> Result<f64> {
-    let codes = train_sq8(vectors, dim, space)?;
-    Ok(fidelity_of(vectors, dim, space, &codes, seed))
-}
-
-/// [`sq8_beam_fidelity`] for already trained codes. The pool is large on
-/// purpose: a sparse sample has wider score gaps and flatters the codes.
-fn fidelity_of(vectors: &[f32], dim: usize, space: Space, codes: &Sq8Codes, seed: u64) -> f64 {
-    const PROBES: usize = 64;
-    const POOL: usize = 1 << 18;
-    const K: usize = 10;
-    let n = vectors.len() / dim;
-    if n <= K + 1 {
-        return 1.0;
-    }
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5138_f1de);
-    let pool: Vec<u32> = if n <= POOL {
-        (0..n as u32).collect()
-    } else {
-        (0..POOL).map(|_| rng.random_range(0..n as u32)).collect()
-    };
-    let view = Sq8View::from_codes(codes);
-    let (mut qcode, mut qi7) = (Vec::new(), Vec::new());
-    let mut exact_scores = vec![0.0f32; pool.len()];
-    let mut approx_scores = vec![0.0f32; pool.len()];
-    let mut total = 0usize;
-    for _ in 0..PROBES {
-        let p = rng.random_range(0..n);
-        let q = &vectors[p * dim..(p + 1) * dim];
-        F32Scorer::new(vectors, dim, space, q).score_ids(&pool, &mut exact_scores);
-        Sq8Scorer::new(&view, space, q, &mut qcode, &mut qi7).score_ids(&pool, &mut approx_scores);
-        let top = |scores: &[f32]| -> Vec<usize> {
-            let mut idx: Vec<usize> = (0..scores.len()).collect();
-            idx.sort_unstable_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
-            idx.truncate(K);
-            idx
-        };
-        let want = top(&exact_scores);
-        let got = top(&approx_scores);
-        // Compare by row so repeated pool rows or exact duplicates count as hits.
-        let kth = exact_scores[want[K - 1]];
-        total += got.iter().filter(|&&i| exact_scores[i] >= kth).count();
-    }
-    total as f64 / (PROBES * K) as f64
-}
-
-/// Link every node unreachable at level 0 from the entry into the list of its
-/// closest reachable node (evicting a neighbour that has other in-links).
-fn repair(graph: &mut Graph, vectors: &[f32], rep: &[u32], ef: usize) {
-    let n = graph.n as usize;
-    let dim = graph.dim as usize;
-    let space = graph.space;
-    let w = 1 + 2 * graph.m as usize;
-    for _round in 0..2 {
-        let mut reach = reachable(&graph.view());
-        let todo: Vec<u32> = (0..n as u32)
-            .filter(|&i| !reach[i as usize] && rep[i as usize] == i)
-            .collect();
-        if todo.is_empty() {
-            return;
-        }
-        let mut indeg = vec![0u32; n];
-        for i in 0..n as u32 {
-            for &v in graph.view().neighbors(i) {
-                indeg[v as usize] += 1;
-            }
-        }
-        let mut ctx = SearchContext::with_capacity(n);
-        for u in todo {
-            if reach[u as usize] {
-                continue;
-            }
-            let q = &vectors[u as usize * dim..(u as usize + 1) * dim];
-            let cands: Vec<Item> = {
-                let view = graph.view();
-                let scorer = F32Scorer::new(vectors, dim, space, q);
-                let entry = Item {
-                    score: scorer.score_one(view.entry),
-                    id: view.entry,
-                };
-                crate::search::walk(
-                    &view,
-                    &scorer,
-                    &mut ctx,
-                    n,
-                    entry,
-                    view.max_level as usize,
-                    ef,
-                    &|_| true,
-                );
-                ctx.sorted.clone()
-            };
-            let mut linked = false;
-            for c in cands.iter().filter(|c| c.id != u && reach[c.id as usize]) {
-                let r = c.id as usize;
-                let row = &mut graph.level0[r * w..(r + 1) * w];
-                let count = (row[0] as usize).min(w - 1);
-                if count < w - 1 {
-                    row[1 + count] = u;
-                    row[0] = count as u32 + 1;
-                    linked = true;
-                } else {
-                    // Evict the neighbour with the most other in-links.
-                    let (slot, &victim) = row[1..]
-                        .iter()
-                        .enumerate()
-                        .max_by_key(|(_, &v)| indeg[v as usize])
-                        .unwrap_or((0, &row[1]));
-                    if indeg[victim as usize] > 1 {
-                        indeg[victim as usize] -= 1;
-                        row[1 + slot] = u;
-                        linked = true;
-                    }
-                }
-                if linked {
-                    indeg[u as usize] += 1;
-                    break;
-                }
-            }
-            if linked {
-                // Mark everything newly reachable from u.
-                reach[u as usize] = true;
-                let mut stack = vec![u];
-                while let Some(x) = stack.pop() {
-                    for &v in graph.view().neighbors(x) {
-                        if !reach[v as usize] {
-                            reach[v as usize] = true;
-                            stack.push(v);
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-fn pair_score(vectors: &[f32], dim: usize, space: Space, k: &Kernels, a: u32, b: u32) -> f32 {
-    let va = &vectors[a as usize * dim..(a as usize + 1) * dim];
-    let vb = &vectors[b as usize * dim..(b as usize + 1) * dim];
-    match space {
-        Space::Dot => k.dot(va, vb),
-        Space::L2 => -k.l2sq(va, vb),
-    }
-}
-
-/// Give nodes with few level-0 in-links back links from their own out-neighbours
-/// (closest first), evicting the neighbour's farthest link when that one keeps
-/// enough in-links. Runs in node order, so it is deterministic.
-fn boost_in_degree(graph: &mut Graph, vectors: &[f32], rep: &[u32], min_in: usize) {
-    let n = graph.n as usize;
-    let dim = graph.dim as usize;
-    let space = graph.space;
-    let w = 1 + 2 * graph.m as usize;
-    let k = Kernels::get();
-    let mut indeg = vec![0u32; n];
-    for i in 0..n as u32 {
-        for &v in graph.view().neighbors(i) {
-            indeg[v as usize] += 1;
-        }
-    }
-    let min_in = min_in as u32;
-    let mut outs: Vec<Item> = Vec::new();
-    for u in 0..n as u32 {
-        if rep[u as usize] != u || indeg[u as usize] >= min_in {
-            continue;
-        }
-        outs.clear();
-        outs.extend(graph.view().neighbors(u).iter().map(|&v| Item {
-            score: pair_score(vectors, dim, space, k, u, v),
-            id: v,
-        }));
-        outs.sort_unstable_by(|a, b| b.cmp(a));
-        for o in &outs {
-            if indeg[u as usize] >= min_in {
-                break;
-            }
-            let v = o.id as usize;
-            let row = &mut graph.level0[v * w..(v + 1) * w];
-            let count = (row[0] as usize).min(w - 1);
-            if row[1..1 + count].contains(&u) {
-                continue;
-            }
-            if count < w - 1 {
-                row[1 + count] = u;
-                row[0] = count as u32 + 1;
-                indeg[u as usize] += 1;
-                continue;
-            }
-            // Farthest neighbour of v that keeps enough in-links, if it is farther than u.
-            let mut victim: Option<(usize, f32)> = None;
-            for (slot, &x) in row[1..].iter().enumerate() {
-                if indeg[x as usize] <= min_in {
-                    continue;
-                }
-                let s = pair_score(vectors, dim, space, k, v as u32, x);
-                if victim.is_none_or(|(_, best)| s < best) {
-                    victim = Some((slot, s));
-                }
-            }
-            if let Some((slot, s)) = victim {
-                if s < o.score {
-                    indeg[row[1 + slot] as usize] -= 1;
-                    row[1 + slot] = u;
-                    indeg[u as usize] += 1;
-                }
-            }
-        }
     }
 }

@@ -28,15 +28,15 @@ mod build;
 mod codes;
 mod crc;
 mod format;
+mod repair;
 mod search;
+mod sq8;
 
-pub use build::{sq8_beam_fidelity, BuildOptions, SQ8_BEAM_MIN_FIDELITY};
+pub use build::BuildOptions;
 pub use codes::{search_codes, search_codes_into};
 pub use format::{FORMAT_VERSION, MAGIC};
-pub use search::{
-    exact_scan, search, search_into, search_sq8, search_sq8_into, unreachable_count, SearchContext,
-    Sq8View,
-};
+pub use search::{exact_scan, search, search_into, unreachable_count, SearchContext};
+pub use sq8::{search_sq8, search_sq8_into, sq8_beam_fidelity, Sq8View, SQ8_BEAM_MIN_FIDELITY};
 
 /// Similarity space. Scores are "higher is closer" in both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

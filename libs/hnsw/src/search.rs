@@ -3,10 +3,9 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
-use eddy_kernels::{Kernels, QueryI7};
-use eddy_quant::sq8::{Sq8Codes, Sq8Quantizer};
+use eddy_kernels::Kernels;
 
-use crate::{Error, GraphView, Result, Space};
+use crate::{GraphView, Space};
 
 /// A scored node; ordered by score, then by smaller id.
 #[derive(Debug, Clone, Copy)]
@@ -49,8 +48,8 @@ pub struct SearchContext {
     links: Vec<u32>,
     ids: Vec<u32>,
     scores: Vec<f32>,
-    qcode: Vec<u8>,
-    qi7: Vec<i8>,
+    pub(crate) qcode: Vec<u8>,
+    pub(crate) qi7: Vec<i8>,
 }
 
 impl SearchContext {
@@ -183,201 +182,6 @@ impl Scorer for F32Scorer<'_> {
                     *o = -*o;
                 }
             }
-        }
-    }
-}
-
-/// SQ8 codes borrowed from memory (an mmap, or an [`Sq8Codes`]): `dim` bytes per
-/// row plus one f32 correction term per row (as produced by
-/// [`Sq8Quantizer::encode_into`]).
-#[derive(Debug, Clone, Copy)]
-pub struct Sq8View<'a> {
-    dim: usize,
-    lo: f32,
-    pub(crate) delta: f32,
-    codes: &'a [u8],
-    corrections: &'a [f32],
-}
-
-impl<'a> Sq8View<'a> {
-    /// A view over raw codes and corrections encoded with `quantizer`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] unless `codes.len() == corrections.len() * dim`.
-    pub fn new(quantizer: &Sq8Quantizer, codes: &'a [u8], corrections: &'a [f32]) -> Result<Self> {
-        Self::from_parts(
-            quantizer.dim(),
-            quantizer.lo(),
-            quantizer.delta(),
-            codes,
-            corrections,
-        )
-    }
-
-    /// A view from the quantizer's range (`lo`, `delta`) stored alongside the codes.
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] on inconsistent lengths or a non-positive step.
-    pub fn from_parts(
-        dim: usize,
-        lo: f32,
-        delta: f32,
-        codes: &'a [u8],
-        corrections: &'a [f32],
-    ) -> Result<Self> {
-        if dim == 0 || codes.len() != corrections.len() * dim {
-            return Err(Error::InvalidInput(format!(
-                "sq8: {} code bytes for {} rows of dim {dim}",
-                codes.len(),
-                corrections.len()
-            )));
-        }
-        if !(delta > 0.0 && delta.is_finite() && lo.is_finite()) {
-            return Err(Error::InvalidInput("sq8: bad range".into()));
-        }
-        Ok(Self {
-            dim,
-            lo,
-            delta,
-            codes,
-            corrections,
-        })
-    }
-
-    /// Borrow an owned [`Sq8Codes`].
-    pub fn from_codes(codes: &'a Sq8Codes) -> Self {
-        let q = codes.quantizer();
-        Self {
-            dim: q.dim(),
-            lo: q.lo(),
-            delta: q.delta(),
-            codes: codes.codes(),
-            corrections: codes.corrections(),
-        }
-    }
-
-    /// Number of rows.
-    pub fn len(&self) -> usize {
-        self.corrections.len()
-    }
-
-    /// Whether there are no rows.
-    pub fn is_empty(&self) -> bool {
-        self.corrections.is_empty()
-    }
-
-    /// Bytes of codes and corrections.
-    pub fn memory_bytes(&self) -> usize {
-        self.codes.len() + 4 * self.corrections.len()
-    }
-
-    /// Symmetric query code (same range as the rows), for L2.
-    fn encode_query(&self, query: &[f32], out: &mut Vec<u8>) {
-        out.clear();
-        let inv = 1.0 / self.delta;
-        out.extend(
-            query
-                .iter()
-                .map(|&x| ((x - self.lo) * inv).round().clamp(0.0, 255.0) as u8),
-        );
-    }
-
-    /// Asymmetric query code for inner product: `q ≈ s·t` with `t` in `-64..=64`
-    /// (its own scale, so no query range is lost to the rows' range). Returns `s`.
-    fn encode_query_i7(query: &[f32], out: &mut Vec<i8>) -> f32 {
-        out.clear();
-        let max = query.iter().fold(0.0f32, |m, &x| m.max(x.abs()));
-        let s = if max > 0.0 && max.is_finite() {
-            max / f32::from(QueryI7::MAX)
-        } else {
-            1.0
-        };
-        let inv = 1.0 / s;
-        let lim = f32::from(QueryI7::MAX);
-        out.extend(
-            query
-                .iter()
-                .map(|&x| (x * inv).round().clamp(-lim, lim) as i8),
-        );
-        s
-    }
-}
-
-/// Scores graph nodes from their SQ8 codes.
-///
-/// Inner product is asymmetric: `q·x ≈ q·(lo + Δ·c) = lo·Σq + Δ·s·(t·c)` with the
-/// query kept at 7 bits (`t`, scale `s`) so the u8 × i8 kernel (`vpmaddubsw`) needs
-/// no widening and no per-row correction. L2 stays symmetric (`Δ²·‖c_q − c‖²`).
-pub(crate) struct Sq8Scorer<'a> {
-    k: &'static Kernels,
-    view: &'a Sq8View<'a>,
-    qcode: &'a [u8],
-    qi7: QueryI7<'a>,
-    mul: f32,
-    off: f32,
-    space: Space,
-}
-
-impl<'a> Sq8Scorer<'a> {
-    /// Encode `query` into the caller's buffers and build the scorer.
-    pub(crate) fn new(
-        view: &'a Sq8View<'a>,
-        space: Space,
-        query: &[f32],
-        qcode: &'a mut Vec<u8>,
-        qi7: &'a mut Vec<i8>,
-    ) -> Self {
-        let (mul, off) = match space {
-            Space::Dot => {
-                qcode.clear();
-                let s = Sq8View::encode_query_i7(query, qi7);
-                (view.delta * s, view.lo * query.iter().sum::<f32>())
-            }
-            Space::L2 => {
-                qi7.clear();
-                view.encode_query(query, qcode);
-                (view.delta * view.delta, 0.0)
-            }
-        };
-        Self {
-            k: Kernels::get(),
-            view,
-            qcode,
-            // Values were clamped to ±64 above; an empty slice for L2.
-            qi7: QueryI7::new(qi7).unwrap_or(QueryI7::EMPTY),
-            mul,
-            off,
-            space,
-        }
-    }
-
-    #[inline]
-    fn code(&self, id: u32) -> &[u8] {
-        let s = id as usize * self.view.dim;
-        &self.view.codes[s..s + self.view.dim]
-    }
-}
-
-impl Scorer for Sq8Scorer<'_> {
-    #[inline]
-    fn prefetch(&self, id: u32) {
-        eddy_kernels::prefetch(self.code(id));
-    }
-
-    #[inline]
-    fn score_one(&self, id: u32) -> f32 {
-        let c = self.code(id);
-        match self.space {
-            Space::Dot => self.off + self.mul * self.k.dot_u8_i7(c, self.qi7) as f32,
-            Space::L2 => -self.mul * self.k.l2sq_u8(self.qcode, c) as f32,
-        }
-    }
-
-    #[inline]
-    fn score_ids(&self, ids: &[u32], out: &mut [f32]) {
-        // Rows were prefetched by the walk (`Scorer::prefetch`).
-        for (&id, o) in ids.iter().zip(out.iter_mut()) {
-            *o = self.score_one(id);
         }
     }
 }
@@ -621,76 +425,6 @@ pub fn search_into(
     let sorted = std::mem::take(&mut ctx.sorted);
     expand(view, &sorted, accept, k, out);
     ctx.sorted = sorted;
-}
-
-/// Search traversing SQ8 codes, then rescoring the best `rescore` (at least `k`)
-/// candidates exactly in f32; results `(row, exact score)` best first, at most `k`.
-///
-/// # Panics
-/// If `query.len() != dim`, the codes' dimension differs, or `vectors`/`codes`
-/// hold fewer than `view.len()` rows.
-#[allow(clippy::too_many_arguments)]
-pub fn search_sq8(
-    view: &GraphView<'_>,
-    ctx: &mut SearchContext,
-    codes: &Sq8View<'_>,
-    vectors: &[f32],
-    dim: usize,
-    space: Space,
-    query: &[f32],
-    k: usize,
-    ef: usize,
-    rescore: usize,
-    accept: Option<&dyn Fn(u32) -> bool>,
-) -> Vec<(u32, f32)> {
-    let mut out = Vec::with_capacity(k);
-    search_sq8_into(
-        view, ctx, codes, vectors, dim, space, query, k, ef, rescore, accept, &mut out,
-    );
-    out
-}
-
-/// [`search_sq8`] writing into `out` (cleared first).
-///
-/// # Panics
-/// As [`search_sq8`].
-#[allow(clippy::too_many_arguments)]
-pub fn search_sq8_into(
-    view: &GraphView<'_>,
-    ctx: &mut SearchContext,
-    codes: &Sq8View<'_>,
-    vectors: &[f32],
-    dim: usize,
-    space: Space,
-    query: &[f32],
-    k: usize,
-    ef: usize,
-    rescore: usize,
-    accept: Option<&dyn Fn(u32) -> bool>,
-    out: &mut Vec<(u32, f32)>,
-) {
-    out.clear();
-    check_args(view, vectors, dim, query);
-    assert!(
-        codes.dim == dim && codes.len() >= view.len(),
-        "eddy_hnsw::search_sq8: codes are {} rows of dim {}, graph has {} rows of dim {dim}",
-        codes.len(),
-        codes.dim,
-        view.len()
-    );
-    if view.is_empty() || k == 0 {
-        return;
-    }
-    let mut qcode = std::mem::take(&mut ctx.qcode);
-    let mut qi7 = std::mem::take(&mut ctx.qi7);
-    let scorer = Sq8Scorer::new(codes, space, query, &mut qcode, &mut qi7);
-    let rescore = rescore.max(k);
-    walk_from_entry(view, &scorer, ctx, ef.max(rescore), accept);
-    ctx.qcode = qcode;
-    ctx.qi7 = qi7;
-    rescore_into(
-        view, ctx, vectors, dim, space, query, k, rescore, accept, out,
-    );
 }
 
 /// Walk `view` from its entry point with `scorer`, `ef` wide, keeping only rows

@@ -439,7 +439,7 @@ fn sq8_scorer_estimates_the_dot_with_the_decoded_rows() {
     let view = Sq8View::from_codes(&codes);
     let query = &data[3 * dim..4 * dim];
     let (mut qcode, mut qi7) = (Vec::new(), Vec::new());
-    let scorer = crate::search::Sq8Scorer::new(&view, Space::Dot, query, &mut qcode, &mut qi7);
+    let scorer = crate::sq8::Sq8Scorer::new(&view, Space::Dot, query, &mut qcode, &mut qi7);
     use crate::search::Scorer;
     // The query is kept at 7 bits: error per coordinate ≤ half a step (max|q| / 128).
     let half_step = query.iter().fold(0.0f32, |m, &x| m.max(x.abs())) / 128.0;
