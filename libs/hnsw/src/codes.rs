@@ -9,7 +9,7 @@
 
 use eddy_quant::CodeScorer;
 
-use crate::search::{rescore_into, walk_from_entry, Scorer};
+use crate::search::{check_code_args, rescore_into, walk_from_entry, Scorer};
 use crate::{Error, GraphView, Result, SearchContext, Space};
 
 /// [`Scorer`] adapter: a code table plus one prepared query.
@@ -102,13 +102,14 @@ pub fn search_codes_into<C: CodeScorer>(
     out: &mut Vec<(u32, f32)>,
 ) {
     out.clear();
-    crate::search::check_args(view, vectors, dim, query);
-    assert!(
-        codes.dim() == dim && codes.len() >= view.len(),
-        "eddy_hnsw::search_codes: codes are {} rows of dim {}, graph has {} rows of dim {dim}",
-        codes.len(),
+    check_code_args(
+        "search_codes",
+        view,
+        vectors,
+        dim,
+        query,
         codes.dim(),
-        view.len()
+        codes.len(),
     );
     if view.is_empty() || k == 0 {
         return;

@@ -335,6 +335,26 @@ pub(crate) fn check_args(view: &GraphView<'_>, vectors: &[f32], dim: usize, quer
     );
 }
 
+/// [`check_args`] plus the code table's shape (`code_dim`, `code_rows`) for
+/// walks over quantized codes; `kernel` names the caller in the panic message.
+#[track_caller]
+pub(crate) fn check_code_args(
+    kernel: &str,
+    view: &GraphView<'_>,
+    vectors: &[f32],
+    dim: usize,
+    query: &[f32],
+    code_dim: usize,
+    code_rows: usize,
+) {
+    check_args(view, vectors, dim, query);
+    assert!(
+        code_dim == dim && code_rows >= view.len(),
+        "eddy_hnsw::{kernel}: codes are {code_rows} rows of dim {code_dim}, graph has {} rows of dim {dim}",
+        view.len()
+    );
+}
+
 /// Node-level acceptance: a representative counts when it or one of its duplicates passes.
 pub(crate) fn node_accept<'v>(
     view: &'v GraphView<'_>,

@@ -8,7 +8,7 @@ use eddy_quant::Metric;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::search::{check_args, rescore_into, walk_from_entry, F32Scorer, Scorer};
+use crate::search::{check_code_args, rescore_into, walk_from_entry, F32Scorer, Scorer};
 use crate::{Error, GraphView, Result, SearchContext, Space};
 
 /// SQ8 codes borrowed from memory (an mmap, or an [`Sq8Codes`]): `dim` bytes per
@@ -253,13 +253,14 @@ pub fn search_sq8_into(
     out: &mut Vec<(u32, f32)>,
 ) {
     out.clear();
-    check_args(view, vectors, dim, query);
-    assert!(
-        codes.dim == dim && codes.len() >= view.len(),
-        "eddy_hnsw::search_sq8: codes are {} rows of dim {}, graph has {} rows of dim {dim}",
-        codes.len(),
+    check_code_args(
+        "search_sq8",
+        view,
+        vectors,
+        dim,
+        query,
         codes.dim,
-        view.len()
+        codes.len(),
     );
     if view.is_empty() || k == 0 {
         return;

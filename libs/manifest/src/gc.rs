@@ -240,17 +240,23 @@ mod tests {
         f.set_modified(modified).expect("set mtime");
     }
 
+    /// A store in a temporary directory (kept alive by the guard) with collection `c`.
+    fn store_with_collection() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Store::open(dir.path()).expect("open");
+        store
+            .create_collection(&CollectionDef::new("c", 1))
+            .expect("create");
+        (dir, store)
+    }
+
     fn exists(store: &Store, rel: &str) -> bool {
         store.root().join("collections/c").join(rel).exists()
     }
 
     #[test]
     fn removes_what_no_retained_manifest_names_once_past_the_grace() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let store = Store::open(dir.path()).expect("open");
-        store
-            .create_collection(&CollectionDef::new("c", 1))
-            .expect("create");
+        let (_dir, store) = store_with_collection();
         let now = SystemTime::now();
         let old = now - Duration::from_secs(3600);
         let seg = store.root().join("collections/c/segments");
@@ -327,11 +333,7 @@ mod tests {
 
     #[test]
     fn young_manifests_are_retained_with_their_files() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let store = Store::open(dir.path()).expect("open");
-        store
-            .create_collection(&CollectionDef::new("c", 1))
-            .expect("create");
+        let (_dir, store) = store_with_collection();
         let now = SystemTime::now();
         let seg = store.root().join("collections/c/segments");
         fs::create_dir_all(&seg).expect("mkdir");
@@ -359,11 +361,7 @@ mod tests {
 
     #[test]
     fn an_unreadable_retained_manifest_stops_the_pass() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let store = Store::open(dir.path()).expect("open");
-        store
-            .create_collection(&CollectionDef::new("c", 1))
-            .expect("create");
+        let (_dir, store) = store_with_collection();
         let seg = store.root().join("collections/c/segments");
         fs::create_dir_all(&seg).expect("mkdir");
         let now = SystemTime::now();
