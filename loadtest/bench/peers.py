@@ -150,18 +150,22 @@ def run_peer(engine, base, queries, gt, gts, a):
     return {"build_secs": el, "points": pts}
 
 
-def run_eddy(a):
+def run_eddy(a, huge_pages=True):
+    """eddy-bench as the service serves: data in transparent huge pages
+    (`--segment-residency huge-pages`); huge_pages=False maps 4 KiB pages like
+    the peers' allocations (engine name `eddy4k`)."""
     cmd = [a.eddy_bin, "--dataset", a.dataset, "--json", "--m", str(a.m), "--efc", str(a.efc),
            "--threads", str(a.threads), "--ef", ",".join(map(str, a.ef)), "--modes", a.eddy_modes,
-           "--min-secs", str(a.min_secs), "--no-mt",
+           "--min-secs", str(a.min_secs), "--no-mt", "--huge-pages", "true" if huge_pages else "false",
            "--space", "dot" if a.space == "ip" else "l2"]
     if a.queries:
         cmd += ["--queries", str(a.queries)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     rep = json.loads(out)
     res = {}
+    prefix = "eddy" if huge_pages else "eddy4k"
     for mode in a.eddy_modes.split(","):
-        res[f"eddy-{mode}"] = {
+        res[f"{prefix}-{mode}"] = {
             "build_secs": rep["build_secs"],
             "points": [{"ef": p["ef"], "recall10": p["recall10"], "qps1": p["qps1"]}
                        for p in rep["points"] if p["mode"] == mode],
@@ -183,6 +187,19 @@ def qps_at(points, target):
     return None, "not reached"
 
 
+def ratio_cell(at, x, y, t, ratios):
+    """`x / y` QPS at recall t as a table cell (mean ratio, per-round range), recorded
+    in `ratios`; None when either side has no interpolated QPS there."""
+    qx, _, rx = at[(x, t)]
+    qy, _, ry = at[(y, t)]
+    if not (qx and qy):
+        return None
+    rr = [u / v for u, v in zip(rx, ry) if u and v]
+    sp = f" [{min(rr):.2f}-{max(rr):.2f}]" if rr else ""
+    ratios[f"{x}/{y}@{t}"] = qx / qy
+    return f"{qx / qy:.2f}x{sp}"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", required=True)
@@ -193,7 +210,8 @@ def main():
     ap.add_argument("--ef", type=lambda s: [int(x) for x in s.split(",")],
                     default=[10, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512])
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--engines", default="eddy,hnswlib,faiss,usearch")
+    ap.add_argument("--engines", default="eddy,hnswlib,faiss,usearch",
+                    help="eddy (huge pages, as served), eddy4k (4 KiB pages), hnswlib, faiss, usearch")
     ap.add_argument("--eddy-modes", default="f32,sq8")
     ap.add_argument("--space", default="ip", choices=["ip", "l2"])
     ap.add_argument("--queries", type=int, default=None)
@@ -216,8 +234,8 @@ def main():
         res = {}
         for e in order:
             t = time.perf_counter()
-            if e == "eddy":
-                res.update(run_eddy(a))
+            if e in ("eddy", "eddy4k"):
+                res.update(run_eddy(a, huge_pages=(e == "eddy")))
             else:
                 try:
                     res[e] = run_peer(peers[e](), base, queries, gt, gts, a)
@@ -281,13 +299,11 @@ def main():
         for p in others:
             cells = []
             for t in targets:
-                qe, we, re_ = at[(e, t)]
-                qp, wp, rp = at[(p, t)]
-                if qe and qp:
-                    rr = [x / y for x, y in zip(re_, rp) if x and y]
-                    sp = f" [{min(rr):.2f}-{max(rr):.2f}]" if rr else ""
-                    cells.append(f"{qe / qp:.2f}x{sp}")
-                    ratios[f"{e}/{p}@{t}"] = qe / qp
+                qe, we, _ = at[(e, t)]
+                qp, wp, _ = at[(p, t)]
+                cell = ratio_cell(at, e, p, t, ratios)
+                if cell:
+                    cells.append(cell)
                 elif we == "below sweep" and qp:
                     # eddy's lowest ef already beats the target: its QPS there is a
                     # lower bound on its QPS at the target (QPS falls as ef grows).
@@ -298,6 +314,20 @@ def main():
             br = statistics.mean(summary[e]["build"]) / statistics.mean(summary[p]["build"])
             ratios[f"{e}/{p}@build"] = br
             print(f"| {e} | {p} | " + " | ".join(cells) + f" | {br:.2f} |")
+    pairs = [(f"{x}-sq8", f"{x}-f32") for x in ("eddy", "eddy4k")]
+    pairs += [(f"eddy-{m}", f"eddy4k-{m}") for m in ("f32", "sq8")]
+    pairs = [(x, y) for x, y in pairs if x in eddys and y in eddys]
+    if pairs:
+        print("\n## eddy against itself at matched recall@10 (mean; per-round min-max in brackets)")
+        print("| numerator | denominator | " + " | ".join(f"@{t}" for t in targets) + " |")
+        print("|---|---|" + "---|" * len(targets))
+        for x, y in pairs:
+            cells = []
+            for t in targets:
+                qx, wx, _ = at[(x, t)]
+                wy = at[(y, t)][1]
+                cells.append(ratio_cell(at, x, y, t, ratios) or (wx if not qx else wy))
+            print(f"| {x} | {y} | " + " | ".join(cells) + " |")
     if a.json_out:
         with open(a.json_out, "w") as f:
             json.dump({"summary": {n: {k: v for k, v in s.items()} for n, s in summary.items()},

@@ -11,7 +11,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::repair::{boost_in_degree, repair};
-use crate::search::{beam, descend, drain_sorted, F32Scorer, Item, Links, Scorer};
+use crate::search::{beam, descend, drain_sorted, walk, F32Scorer, Item, Links, Scorer};
 use crate::sq8::{fidelity_of, train_sq8, Sq8Scorer, Sq8View, SQ8_BEAM_MIN_FIDELITY};
 use crate::{Error, Graph, HnswParams, Result, SearchContext, Space};
 
@@ -276,6 +276,7 @@ pub(crate) fn build(
     space: Space,
     params: &HnswParams,
     opts: &BuildOptions,
+    given_sq8: Option<Sq8View<'_>>,
 ) -> Result<Graph> {
     if dim == 0 || !vectors.len().is_multiple_of(dim) {
         return Err(Error::InvalidInput(format!(
@@ -337,13 +338,22 @@ pub(crate) fn build(
         }
     }
     let order: Vec<u32> = (0..n as u32).filter(|&i| rep[i as usize] == i).collect();
-    let sq8_codes = if opts.sq8_beam && n > 0 {
-        let codes = train_sq8(vectors, dim, space)?;
-        (fidelity_of(vectors, dim, space, &codes, params.seed) >= SQ8_BEAM_MIN_FIDELITY)
-            .then_some(codes)
-    } else {
-        None
+    // The beam's codes: the caller's (already trained for its index file) or
+    // trained here; either way only when they rank neighbours well enough.
+    let trained = match given_sq8 {
+        None if opts.sq8_beam && n > 0 => Some(train_sq8(vectors, dim, space)?),
+        _ => None,
     };
+    let beam_codes = match (&given_sq8, &trained) {
+        (Some(v), _) => Some(*v),
+        (None, Some(c)) => Some(Sq8View::from_codes(c)),
+        (None, None) => None,
+    }
+    .filter(|v| {
+        opts.sq8_beam
+            && n > 0
+            && fidelity_of(vectors, dim, space, v, params.seed) >= SQ8_BEAM_MIN_FIDELITY
+    });
 
     let shared = Shared {
         vectors,
@@ -360,7 +370,7 @@ pub(crate) fn build(
         keep_pruned: opts.keep_pruned,
         level0_out: if opts.wide_level0 { 2 * m } else { m },
         alpha: opts.alpha,
-        sq8: sq8_codes.as_ref().map(Sq8View::from_codes),
+        sq8: beam_codes,
     };
     let mut entry = 0u32;
     let mut max_level = 0u32;
@@ -485,6 +495,12 @@ fn insert(
 
 /// Find `q`'s neighbours on each of its levels with `scorer` (rescoring the beam's
 /// candidates with `exact` when `scorer` is approximate) and link them both ways.
+///
+/// A node on level 0 only (15 of 16) is placed with the same walk a search
+/// makes, level-1 beam included ([`crate::search::upper_beam`]): with greedy
+/// descent some nodes of far-apart clusters were linked from a wrong cluster
+/// (on the clustered 1M set recall@10 at ef 512 went from 0.9953 to 0.9977 with
+/// the beam, build time unchanged).
 #[allow(clippy::too_many_arguments)]
 fn link_levels<S: Scorer>(
     g: &Shared<'_>,
@@ -504,10 +520,15 @@ fn link_levels<S: Scorer>(
         score: scorer.score_one(ep),
         id: ep,
     };
+    let n = g.locks.len();
+    if level == 0 && maxl > 0 {
+        walk(g, scorer, ctx, n, cur, maxl, ef, &|id| id != q);
+        connect(g, exact, 0, q, ctx, scratch, sel, pruned);
+        return;
+    }
     if maxl > level {
         cur = descend(g, scorer, ctx, cur, maxl, level + 1);
     }
-    let n = g.locks.len();
     for l in (0..=level.min(maxl)).rev() {
         ctx.begin(n);
         ctx.visited_mark(cur.id);
@@ -517,26 +538,42 @@ fn link_levels<S: Scorer>(
         if let Some(&best) = ctx.sorted.first() {
             cur = best;
         }
-        if let Some(exact) = exact {
-            scratch.ids.clear();
-            scratch.ids.extend(ctx.sorted.iter().map(|it| it.id));
-            scratch.scores.clear();
-            scratch.scores.resize(scratch.ids.len(), 0.0);
-            exact.score_ids(&scratch.ids, &mut scratch.scores);
-            for (it, &sc) in ctx.sorted.iter_mut().zip(&scratch.scores) {
-                it.score = sc;
-            }
-            ctx.sorted.sort_unstable_by(|a, b| b.cmp(a));
+        connect(g, exact, l, q, ctx, scratch, sel, pruned);
+    }
+}
+
+/// Link `q` on level `l` to the heuristic's pick of the candidates in
+/// `ctx.sorted` (rescored with `exact` first when given), and back.
+#[allow(clippy::too_many_arguments)]
+fn connect(
+    g: &Shared<'_>,
+    exact: Option<&F32Scorer<'_>>,
+    l: usize,
+    q: u32,
+    ctx: &mut SearchContext,
+    scratch: &mut Scratch,
+    sel: &mut Vec<Item>,
+    pruned: &mut Vec<Pruned>,
+) {
+    if let Some(exact) = exact {
+        scratch.ids.clear();
+        scratch.ids.extend(ctx.sorted.iter().map(|it| it.id));
+        scratch.scores.clear();
+        scratch.scores.resize(scratch.ids.len(), 0.0);
+        exact.score_ids(&scratch.ids, &mut scratch.scores);
+        for (it, &sc) in ctx.sorted.iter_mut().zip(&scratch.scores) {
+            it.score = sc;
         }
-        let keep = if l == 0 { g.level0_out } else { g.m };
-        g.select(&ctx.sorted, keep, sel, pruned);
-        {
-            let _lock = g.locks[q as usize].lock();
-            g.set_row(l, q, sel);
-        }
-        for s in sel.iter() {
-            g.add_link(l, s.id, q, scratch);
-        }
+        ctx.sorted.sort_unstable_by(|a, b| b.cmp(a));
+    }
+    let keep = if l == 0 { g.level0_out } else { g.m };
+    g.select(&ctx.sorted, keep, sel, pruned);
+    {
+        let _lock = g.locks[q as usize].lock();
+        g.set_row(l, q, sel);
+    }
+    for s in sel.iter() {
+        g.add_link(l, s.id, q, scratch);
     }
 }
 

@@ -178,7 +178,7 @@ impl Graph {
     /// # Errors
     /// On a ragged matrix, `dim == 0`, more than `u32::MAX - 1` rows or bad parameters.
     pub fn build(vectors: &[f32], dim: usize, space: Space, params: &HnswParams) -> Result<Graph> {
-        build::build(vectors, dim, space, params, &BuildOptions::default())
+        build::build(vectors, dim, space, params, &BuildOptions::default(), None)
     }
 
     /// [`Graph::build`] with explicit [`BuildOptions`].
@@ -192,7 +192,32 @@ impl Graph {
         params: &HnswParams,
         options: &BuildOptions,
     ) -> Result<Graph> {
-        build::build(vectors, dim, space, params, options)
+        build::build(vectors, dim, space, params, options, None)
+    }
+
+    /// [`Graph::build_with`] whose SQ8 construction beam (when
+    /// `options.sq8_beam`) scores on `codes`, SQ8 codes of `vectors` the caller
+    /// already holds (e.g. for its index file), instead of training its own.
+    ///
+    /// # Errors
+    /// As [`Graph::build`], and when `codes` does not cover `vectors`.
+    pub fn build_with_sq8(
+        vectors: &[f32],
+        dim: usize,
+        space: Space,
+        params: &HnswParams,
+        options: &BuildOptions,
+        codes: &Sq8View<'_>,
+    ) -> Result<Graph> {
+        if codes.dim() != dim || codes.len() * dim != vectors.len() {
+            return Err(Error::InvalidInput(format!(
+                "sq8 codes cover {} rows of dim {}, the vectors {} of dim {dim}",
+                codes.len(),
+                codes.dim(),
+                vectors.len() / dim.max(1)
+            )));
+        }
+        build::build(vectors, dim, space, params, options, Some(*codes))
     }
 
     /// Borrow the graph for search.

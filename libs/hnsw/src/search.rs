@@ -45,6 +45,8 @@ pub struct SearchContext {
     cand: BinaryHeap<Item>,
     res: BinaryHeap<Reverse<Item>>,
     pub(crate) sorted: Vec<Item>,
+    /// Level-0 entry points of a walk.
+    entries: Vec<Item>,
     links: Vec<u32>,
     ids: Vec<u32>,
     scores: Vec<f32>,
@@ -282,8 +284,27 @@ pub(crate) fn beam<L: Links, S: Scorer, A: Fn(u32) -> bool>(
     }
 }
 
-/// Full walk: descent, then a level-`level` beam of width `ef`; results sorted
-/// best first into `ctx.sorted`.
+/// The level-1 beam of a walk is `ef / UPPER_BEAM_DIVISOR` wide (so it costs
+/// about an eighth of the level-0 beam), at most [`UPPER_BEAM_MAX`].
+const UPPER_BEAM_DIVISOR: usize = 8;
+/// Widest level-1 beam; wider ones found nothing more on the clustered 1M set.
+const UPPER_BEAM_MAX: usize = 32;
+
+/// Width of the level-1 beam for a level-0 beam of `ef` (1 = greedy).
+///
+/// Greedy descent can stop in the wrong cluster when clusters are far apart
+/// (1,000 clusters in 1M × 128: recall@1 stayed at 0.988 up to ef 512 because
+/// ~1 % of queries never reached their own cluster). A beam on level 1 picks
+/// the cluster from several candidates: recall@10 at ef 256 went from 0.986
+/// to 0.995 there, while on debian-minilm, where greedy descent does not get
+/// lost, QPS at matched recall is unchanged.
+pub(crate) fn upper_beam(ef: usize) -> usize {
+    (ef / UPPER_BEAM_DIVISOR).clamp(1, UPPER_BEAM_MAX)
+}
+
+/// Full walk: greedy descent through the upper levels (a beam of
+/// [`upper_beam`] on level 1), then a level-0 beam of width `ef`; results
+/// sorted best first into `ctx.sorted`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn walk<L: Links, S: Scorer, A: Fn(u32) -> bool>(
     links: &L,
@@ -295,17 +316,37 @@ pub(crate) fn walk<L: Links, S: Scorer, A: Fn(u32) -> bool>(
     ef: usize,
     accept: &A,
 ) {
-    let ep = if top > 0 {
-        descend(links, scorer, ctx, entry, top, 1)
+    let width = upper_beam(ef);
+    let mut entries = std::mem::take(&mut ctx.entries);
+    entries.clear();
+    if top > 0 && width > 1 {
+        let ep = if top > 1 {
+            descend(links, scorer, ctx, entry, top, 2)
+        } else {
+            entry
+        };
+        ctx.begin(n);
+        ctx.visit(ep.id);
+        ctx.push_entry(ep);
+        beam(links, scorer, ctx, 1, width, &|_| true);
+        entries.extend(ctx.res.drain().map(|Reverse(it)| it));
+    } else if top > 0 {
+        entries.push(descend(links, scorer, ctx, entry, top, 1));
     } else {
-        entry
-    };
-    ctx.begin(n);
-    ctx.visit(ep.id);
-    ctx.cand.push(ep);
-    if accept(ep.id) {
-        ctx.res.push(Reverse(ep));
+        entries.push(entry);
     }
+    ctx.begin(n);
+    for &e in &entries {
+        ctx.visit(e.id);
+        ctx.cand.push(e);
+        if accept(e.id) {
+            ctx.res.push(Reverse(e));
+            if ctx.res.len() > ef {
+                ctx.res.pop();
+            }
+        }
+    }
+    ctx.entries = entries;
     beam(links, scorer, ctx, 0, ef, accept);
     drain_sorted(ctx);
 }

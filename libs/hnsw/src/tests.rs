@@ -120,6 +120,26 @@ fn parallel_build_has_recall() {
     assert!(r > 0.95, "recall {r}");
 }
 
+/// A build handed the caller's SQ8 codes makes the same graph as one that
+/// trains the same codes itself, and codes of other data are refused.
+#[test]
+fn build_with_given_sq8_codes_matches_its_own_training() {
+    use eddy_quant::sq8::{Sq8Config, Sq8Quantizer};
+    let dim = 16;
+    let data = clustered(800, dim, 6, true);
+    let q = Sq8Quantizer::train(&data, dim, &Sq8Config::default()).expect("train");
+    let codes = q.encode_all(&data).expect("encode");
+    let view = Sq8View::from_codes(&codes);
+    let (p, o) = (HnswParams::default(), BuildOptions::default());
+    let own = one_thread(|| Graph::build_with(&data, dim, Space::Dot, &p, &o)).expect("build");
+    let given = one_thread(|| Graph::build_with_sq8(&data, dim, Space::Dot, &p, &o, &view))
+        .expect("build with codes");
+    assert_eq!(own, given);
+    let err = Graph::build_with_sq8(&data[..400 * dim], dim, Space::Dot, &p, &o, &view)
+        .expect_err("codes of 800 rows for 400 vectors");
+    assert!(err.to_string().contains("800 rows"), "{err}");
+}
+
 #[test]
 fn single_thread_build_is_deterministic() {
     let dim = 8;

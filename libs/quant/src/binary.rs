@@ -354,6 +354,17 @@ impl CodeScorer for BinaryCodes {
         Ok(BinaryQuery::Asymmetric(planes))
     }
 
+    fn prefetch(&self, row: usize) {
+        let q = &self.quantizer;
+        if let Some(code) = self.codes.get(row * q.words..(row + 1) * q.words) {
+            eddy_kernels::prefetch(code);
+        }
+        let planes = q.planes.len();
+        if let Some(pc) = self.popcounts.get(row * planes..(row + 1) * planes) {
+            eddy_kernels::prefetch(pc);
+        }
+    }
+
     fn score(&self, query: &BinaryQuery, row: usize) -> f32 {
         let k = Kernels::get();
         let q = &self.quantizer;

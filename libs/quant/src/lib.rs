@@ -57,6 +57,10 @@ pub trait CodeScorer: Sync {
     /// If `row >= self.len()`.
     fn score(&self, query: &Self::Query, row: usize) -> f32;
 
+    /// Hint that `row` is about to be scored: start fetching its bytes so a
+    /// graph walk overlaps the memory latency of several rows (default: none).
+    fn prefetch(&self, _row: usize) {}
+
     /// Score every row into `out` (`out.len() == self.len()`).
     fn score_all(&self, query: &Self::Query, out: &mut [f32]) {
         for (row, o) in out.iter_mut().enumerate() {

@@ -240,6 +240,13 @@ impl CodeScorer for PqCodes {
         Ok(lut)
     }
 
+    fn prefetch(&self, row: usize) {
+        let m = self.quantizer.m;
+        if let Some(code) = self.codes.get(row * m..(row + 1) * m) {
+            eddy_kernels::prefetch(code);
+        }
+    }
+
     fn score(&self, lut: &Vec<f32>, row: usize) -> f32 {
         let m = self.quantizer.m;
         let mut out = [0.0f32];

@@ -231,6 +231,16 @@ impl CodeScorer for RabitqCodes {
         })
     }
 
+    fn prefetch(&self, row: usize) {
+        let bytes = self.quantizer.padded / 2;
+        if let Some(code) = self.codes.get(row * bytes..(row + 1) * bytes) {
+            eddy_kernels::prefetch(code);
+        }
+        if let Some(f) = self.factors.get(row..=row) {
+            eddy_kernels::prefetch(f);
+        }
+    }
+
     fn score(&self, query: &RabitqQuery, row: usize) -> f32 {
         let bytes = self.quantizer.padded / 2;
         let code = &self.codes[row * bytes..(row + 1) * bytes];

@@ -195,6 +195,16 @@ impl CodeScorer for Sq8Codes {
         Ok(Sq8Query { code, offset })
     }
 
+    fn prefetch(&self, row: usize) {
+        let dim = self.quantizer.dim;
+        if let Some(code) = self.codes.get(row * dim..(row + 1) * dim) {
+            eddy_kernels::prefetch(code);
+        }
+        if let Some(c) = self.corrections.get(row..=row) {
+            eddy_kernels::prefetch(c);
+        }
+    }
+
     fn score(&self, query: &Sq8Query, row: usize) -> f32 {
         let dim = self.quantizer.dim;
         let code = &self.codes[row * dim..(row + 1) * dim];

@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use crate::format::HEADER_LEN;
-use crate::framed::{self, le_u32, le_u64, Expect, Framed};
+use crate::framed::{self, le_u32, le_u64, Expect, Framed, Residency};
 use crate::{Error, Result};
 
 /// Magic at the start of every index file.
@@ -81,6 +81,16 @@ impl SegmentIndex {
     /// Maps the index file at `path` and checks that it belongs to a segment
     /// of `rows` vectors of `dim` floats.
     pub fn open(path: &Path, rows: usize, dim: usize) -> Result<SegmentIndex> {
+        Self::open_with(path, rows, dim, Residency::Mapped)
+    }
+
+    /// [`SegmentIndex::open`], holding the bytes as `residency` says.
+    pub fn open_with(
+        path: &Path,
+        rows: usize,
+        dim: usize,
+        residency: Residency,
+    ) -> Result<SegmentIndex> {
         let file = Framed::open(
             path,
             &Expect {
@@ -89,6 +99,7 @@ impl SegmentIndex {
                 oldest: INDEX_FORMAT_VERSION,
                 current: INDEX_FORMAT_VERSION,
             },
+            residency,
         )?;
         let h = file.header();
         let (found_dim, found_rows) = (le_u32(h, 16) as usize, le_u64(h, 24));
@@ -113,7 +124,7 @@ impl SegmentIndex {
 
     /// Size of the file in bytes.
     pub fn file_len(&self) -> usize {
-        self.file.map.len()
+        self.file.len()
     }
 
     /// The file's path.

@@ -14,16 +14,19 @@ mod growing;
 mod ids;
 mod index_file;
 mod reader;
+mod resident;
 mod sealed;
 mod search;
 mod writer;
 
 pub use error::{Error, Result};
 pub use format::{FORMAT_VERSION, OLDEST_SUPPORTED_VERSION};
+pub use framed::Residency;
 pub use growing::{Growing, RowRef, Touch};
 pub use ids::Ids;
 pub use index_file::{IndexSection, IndexWriter, SegmentIndex, INDEX_FORMAT_VERSION};
 pub use reader::Segment;
+pub use resident::HugePageBytes;
 pub use sealed::{
     build_index, check_index, filter_rows, search_sealed, IndexParams, Quantization, SealedQuery,
     DEFAULT_EF, MIN_GRAPH_ROWS,

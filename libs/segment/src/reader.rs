@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use crate::format::{self, Section, MAGIC};
-use crate::framed::{le_u32, le_u64, Expect, Framed};
+use crate::framed::{le_u32, le_u64, Expect, Framed, Residency};
 use crate::{Error, Ids, Result, SegmentMeta};
 use eddy_model::{IdType, Metric, PointId};
 
@@ -26,6 +26,12 @@ pub struct Segment {
 impl Segment {
     /// Maps and checks the segment file at `path`.
     pub fn open(path: &Path) -> Result<Segment> {
+        Self::open_with(path, Residency::Mapped)
+    }
+
+    /// Opens and checks the segment file at `path`, holding its bytes as
+    /// `residency` says.
+    pub fn open_with(path: &Path, residency: Residency) -> Result<Segment> {
         let file = Framed::open(
             path,
             &Expect {
@@ -34,6 +40,7 @@ impl Segment {
                 oldest: format::OLDEST_SUPPORTED_VERSION,
                 current: format::FORMAT_VERSION,
             },
+            residency,
         )?;
         let bad = |reason: String| Error::corrupt(path, reason);
         let b = file.header();
@@ -177,7 +184,7 @@ impl Segment {
 
     /// Size of the mapped file in bytes.
     pub fn file_len(&self) -> usize {
-        self.file.map.len()
+        self.file.len()
     }
 
     /// Offset ranges and creation time.

@@ -123,15 +123,9 @@ pub fn build_index(seg: &Segment, params: &IndexParams, path: &Path) -> Result<O
     }
     let (vectors, dim) = (seg.vectors(), seg.dim());
     let index_err = |what: &str, e: String| Error::Index(format!("{what}: {e}"));
-    let graph = eddy_hnsw::Graph::build(vectors, dim, space(seg.metric()), &params.hnsw)
-        .map_err(|e| index_err("graph build", e.to_string()))?;
-    let mut graph_bytes = Vec::new();
-    graph
-        .write_to(&mut graph_bytes)
-        .map_err(|e| index_err("graph write", e.to_string()))?;
-    let mut writer = IndexWriter::new(seg.rows(), dim);
-    writer.section(IndexSection::Graph, graph_bytes);
-    if params.sq8 {
+    // The SQ8 codes are trained first: the graph build's construction beam
+    // scores on the same codes the index file stores.
+    let codes = if params.sq8 {
         let metric = match seg.metric() {
             Metric::Cosine | Metric::Dot => eddy_quant::Metric::Dot,
             Metric::L2 => eddy_quant::Metric::L2,
@@ -145,9 +139,35 @@ pub fn build_index(seg: &Segment, params: &IndexParams, path: &Path) -> Result<O
             },
         )
         .map_err(|e| index_err("sq8 training", e.to_string()))?;
-        let codes = q
-            .encode_all(vectors)
-            .map_err(|e| index_err("sq8 encoding", e.to_string()))?;
+        Some(
+            q.encode_all(vectors)
+                .map_err(|e| index_err("sq8 encoding", e.to_string()))?,
+        )
+    } else {
+        None
+    };
+    let graph_space = space(seg.metric());
+    let graph = match &codes {
+        Some(c) => eddy_hnsw::Graph::build_with_sq8(
+            vectors,
+            dim,
+            graph_space,
+            &params.hnsw,
+            &eddy_hnsw::BuildOptions::default(),
+            &Sq8View::from_codes(c),
+        ),
+        None => eddy_hnsw::Graph::build(vectors, dim, graph_space, &params.hnsw),
+    }
+    .map_err(|e| index_err("graph build", e.to_string()))?;
+    let mut graph_bytes = Vec::new();
+    graph
+        .write_to(&mut graph_bytes)
+        .map_err(|e| index_err("graph write", e.to_string()))?;
+    drop(graph);
+    let mut writer = IndexWriter::new(seg.rows(), dim);
+    writer.section(IndexSection::Graph, graph_bytes);
+    if let Some(codes) = codes {
+        let q = codes.quantizer();
         let mut params_bytes = Vec::with_capacity(8);
         params_bytes.extend_from_slice(&q.lo().to_le_bytes());
         params_bytes.extend_from_slice(&q.delta().to_le_bytes());

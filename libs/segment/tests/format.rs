@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use eddy_model::{FieldType, IdType, Metric, PointId};
-use eddy_segment::{Error, ExactScan, Growing, Segment, VectorSearch, FORMAT_VERSION};
+use eddy_segment::{Error, ExactScan, Growing, Residency, Segment, VectorSearch, FORMAT_VERSION};
+
+/// Every way a file can be held; each test runs against all of them.
+const RESIDENCIES: [Residency; 2] = [Residency::Mapped, Residency::HugePages];
 
 fn golden(version: u32) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/v{version}.seg"))
@@ -42,18 +45,20 @@ fn golden_file_of_the_current_format_reopens() {
             .write_segment(&path, &BTreeMap::new())
             .expect("write golden");
     }
-    let seg = Segment::open(&path).expect("golden segment opens");
-    assert_eq!(
-        (seg.rows(), seg.dim(), seg.metric(), seg.id_type()),
-        (3, 3, Metric::L2, IdType::U64)
-    );
-    assert_eq!(seg.id(2), Some(PointId::Num(10)));
-    assert_eq!(seg.vector(2), &[3.0, 2.0, 1.0]);
-    assert_eq!(seg.payload_json(2), br#"{"name":"ten-v2"}"#);
-    assert_eq!(seg.meta().offset_ranges[&0], (101, 102));
-    let hits = ExactScan(&seg).search(&[3.0, 2.0, 1.0], 2, &|_| true);
-    assert_eq!(hits[0].row, 2);
-    assert_eq!(hits[0].key, 0.0);
+    for residency in RESIDENCIES {
+        let seg = Segment::open_with(&path, residency).expect("golden segment opens");
+        assert_eq!(
+            (seg.rows(), seg.dim(), seg.metric(), seg.id_type()),
+            (3, 3, Metric::L2, IdType::U64)
+        );
+        assert_eq!(seg.id(2), Some(PointId::Num(10)));
+        assert_eq!(seg.vector(2), &[3.0, 2.0, 1.0]);
+        assert_eq!(seg.payload_json(2), br#"{"name":"ten-v2"}"#);
+        assert_eq!(seg.meta().offset_ranges[&0], (101, 102));
+        let hits = ExactScan(&seg).search(&[3.0, 2.0, 1.0], 2, &|_| true);
+        assert_eq!(hits[0].row, 2);
+        assert_eq!(hits[0].key, 0.0);
+    }
 }
 
 /// The golden segment of a collection with an indexed payload field: the
@@ -86,6 +91,13 @@ fn golden_file_with_a_payload_index_reopens() {
 
 #[test]
 fn damage_and_unknown_versions_are_clear_errors() {
+    for residency in RESIDENCIES {
+        damage_is_reported(residency);
+    }
+}
+
+fn damage_is_reported(residency: Residency) {
+    let open = |path: &Path| Segment::open_with(path, residency);
     let dir = tempfile::tempdir().expect("tmp dir");
     let bytes = std::fs::read(golden(FORMAT_VERSION)).expect("golden");
 
@@ -94,22 +106,19 @@ fn damage_and_unknown_versions_are_clear_errors() {
     let mid = b.len() / 2;
     b[mid] ^= 0x40;
     std::fs::write(&flipped, &b).expect("write");
-    let err = Segment::open(&flipped).expect_err("corrupt");
+    let err = open(&flipped).expect_err("corrupt");
     assert!(matches!(err, Error::Corrupt { .. }), "{err}");
     assert!(err.to_string().contains("checksum"), "{err}");
 
     let truncated = dir.path().join("truncated.seg");
     std::fs::write(&truncated, &bytes[..bytes.len() - 5]).expect("write");
-    assert!(matches!(
-        Segment::open(&truncated),
-        Err(Error::Corrupt { .. })
-    ));
+    assert!(matches!(open(&truncated), Err(Error::Corrupt { .. })));
 
     let future = dir.path().join("future.seg");
     let mut b = bytes.clone();
     b[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
     std::fs::write(&future, &b).expect("write");
-    let err = Segment::open(&future).expect_err("unsupported");
+    let err = open(&future).expect_err("unsupported");
     assert!(
         matches!(err, Error::UnsupportedVersion { found, .. } if found == FORMAT_VERSION + 1),
         "{err}"
@@ -117,8 +126,5 @@ fn damage_and_unknown_versions_are_clear_errors() {
 
     let not_a_segment = dir.path().join("text.seg");
     std::fs::write(&not_a_segment, b"hello").expect("write");
-    assert!(matches!(
-        Segment::open(&not_a_segment),
-        Err(Error::Corrupt { .. })
-    ));
+    assert!(matches!(open(&not_a_segment), Err(Error::Corrupt { .. })));
 }

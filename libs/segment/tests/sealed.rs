@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, HashSet};
 use eddy_filter::Filter;
 use eddy_model::{FieldType, IdType, Metric, PointId};
 use eddy_segment::{
-    build_index, check_index, search_sealed, Growing, IndexParams, Quantization, SealedQuery,
-    Segment, SegmentIndex,
+    build_index, check_index, search_sealed, Growing, IndexParams, Quantization, Residency,
+    SealedQuery, Segment, SegmentIndex,
 };
 use rand::{Rng, SeedableRng};
 
@@ -103,6 +103,42 @@ fn graph_walks_match_exact_search() {
         };
         let r = recall(&seg, &index, &q, &all);
         assert!(r >= 0.95, "{quantization:?}: recall@10 {r}");
+    }
+}
+
+/// Files read into huge-page memory answer exactly as their maps do, and
+/// their sections keep the alignment the graph and vector views need.
+#[test]
+fn resident_copies_answer_like_the_maps() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (seg, index) = fixture(dir.path());
+    let seg_r = Segment::open_with(&dir.path().join("s.seg"), Residency::HugePages)
+        .expect("resident segment");
+    let index_r = SegmentIndex::open_with(
+        &dir.path().join("s.idx"),
+        seg.rows(),
+        seg.dim(),
+        Residency::HugePages,
+    )
+    .expect("resident index");
+    check_index(&seg_r, &index_r).expect("resident index checks");
+    assert_eq!(seg_r.vectors(), seg.vectors());
+    assert_eq!(seg_r.file_len(), seg.file_len());
+    assert_eq!(index_r.file_len(), index.file_len());
+    assert_eq!(seg_r.vectors().as_ptr() as usize % 64, 0, "vectors aligned");
+    let all = |_: u32| true;
+    for quantization in [Quantization::None, Quantization::Sq8] {
+        let q = SealedQuery {
+            k: 10,
+            ef: 64,
+            quantization,
+            ..SealedQuery::default()
+        };
+        for query in queries() {
+            let mapped = search_sealed(&seg, Some(&index), &query, &q, &all);
+            let resident = search_sealed(&seg_r, Some(&index_r), &query, &q, &all);
+            assert_eq!(mapped, resident, "{quantization:?}");
+        }
     }
 }
 

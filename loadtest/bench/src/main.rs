@@ -23,6 +23,7 @@ use eddy_quant::binary::{BinaryCodes, BinaryConfig, BinaryEncoding, BinaryQuanti
 use eddy_quant::rabitq::{RabitqCodes, RabitqConfig, RabitqQuantizer};
 use eddy_quant::sq8::{Sq8Config, Sq8Quantizer};
 use eddy_quant::{CodeScorer, Metric};
+use eddy_segment::HugePageBytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -127,6 +128,10 @@ struct RunArgs {
     /// Print one JSON document instead of tables.
     #[arg(long)]
     json: bool,
+    /// Hold the vectors, codes and graph in transparent huge pages, as eddy-query
+    /// does with `--segment-residency huge-pages` (false: 4 KiB pages, like a mapped file).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    huge_pages: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -448,12 +453,20 @@ fn run(a: &RunArgs) -> Result<()> {
             }
         ));
     }
+    let huge_base = if a.huge_pages {
+        Some(HugePageBytes::copy_of(bytemuck::cast_slice(&base.data))?)
+    } else {
+        None
+    };
+    let base_data: &[f32] = huge_base
+        .as_ref()
+        .map_or(&base.data[..], |h| bytemuck::cast_slice(h.as_bytes()));
     let build_pool = pool(a.threads)?;
     let t0 = Instant::now();
     let graph = if a.load_graph.is_some() {
         Graph::build(&[], dim, space, &params)?
     } else {
-        build_pool.install(|| Graph::build_with(&base.data, dim, space, &params, &opts))?
+        build_pool.install(|| Graph::build_with(base_data, dim, space, &params, &opts))?
     };
     let build_secs = t0.elapsed().as_secs_f64();
     // Optionally round-trip through the on-disk format.
@@ -467,7 +480,19 @@ fn run(a: &RunArgs) -> Result<()> {
     if let Some(p) = &a.load_graph {
         file_bytes = eddy_hnsw::AlignedBytes::from_slice(&std::fs::read(p)?);
     }
-    let view: GraphView<'_> = if a.save_graph.is_some() || a.load_graph.is_some() {
+    if a.huge_pages && file_bytes.as_bytes().is_empty() {
+        let mut buf = Vec::new();
+        graph.write_to(&mut buf)?;
+        file_bytes = eddy_hnsw::AlignedBytes::from_slice(&buf);
+    }
+    let huge_graph = if a.huge_pages {
+        Some(HugePageBytes::copy_of(file_bytes.as_bytes())?)
+    } else {
+        None
+    };
+    let view: GraphView<'_> = if let Some(h) = &huge_graph {
+        GraphView::from_bytes(h.as_bytes())?
+    } else if a.save_graph.is_some() || a.load_graph.is_some() {
         GraphView::from_bytes(file_bytes.as_bytes())?
     } else {
         graph.view()
@@ -541,7 +566,24 @@ fn run(a: &RunArgs) -> Result<()> {
         } else {
             bail!("unknown mode {mode}");
         };
-        let sq8_view = sq8.as_ref().map(Sq8View::from_codes);
+        let huge_codes = match (&sq8, a.huge_pages) {
+            (Some(c), true) => Some((
+                HugePageBytes::copy_of(c.codes())?,
+                HugePageBytes::copy_of(bytemuck::cast_slice(c.corrections()))?,
+            )),
+            _ => None,
+        };
+        let sq8_view = match (&sq8, &huge_codes) {
+            (Some(c), Some((hc, hk))) => Some(Sq8View::from_parts(
+                dim,
+                c.quantizer().lo(),
+                c.quantizer().delta(),
+                hc.as_bytes(),
+                bytemuck::cast_slice(hk.as_bytes()),
+            )?),
+            (Some(c), None) => Some(Sq8View::from_codes(c)),
+            _ => None,
+        };
         if let Some(v) = &sq8_view {
             sq8_bytes = v.memory_bytes();
         }
@@ -583,7 +625,7 @@ fn run(a: &RunArgs) -> Result<()> {
             "ef", "recall@1", "recall@10", "recall@100", "QPS 1T", "QPS 2T"
         ));
         for &ef in &a.ef {
-            let base_ref = &base.data;
+            let base_ref = base_data;
             let view_ref = &view;
             let sq8_ref = sq8_view.as_ref();
             let codes_ref = mode_codes.as_ref();
@@ -679,11 +721,16 @@ fn run(a: &RunArgs) -> Result<()> {
             .map(|(m, b)| format!(", {m} codes {:.1} MB", *b as f64 / 1e6))
             .collect();
         println!(
-            "\nmemory: graph {:.1} MB, vectors {:.1} MB, sq8 codes {:.1} MB{codes}, RSS {:.1} MB",
+            "\nmemory: graph {:.1} MB, vectors {:.1} MB, sq8 codes {:.1} MB{codes}, RSS {:.1} MB{}",
             report.graph_bytes as f64 / 1e6,
             report.vector_bytes as f64 / 1e6,
             report.sq8_bytes as f64 / 1e6,
-            report.rss_bytes as f64 / 1e6
+            report.rss_bytes as f64 / 1e6,
+            if a.huge_pages {
+                " (includes the huge-page copies beside the loaded arrays: measure the RSS target with --huge-pages false)"
+            } else {
+                ""
+            }
         );
     }
     Ok(())

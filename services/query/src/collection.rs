@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use eddy_manifest::{Manifest, SegmentEntry, Store};
 use eddy_model::{CollectionDef, PointId};
-use eddy_segment::{Growing, Segment, SegmentIndex};
+use eddy_segment::{Growing, Residency, Segment, SegmentIndex};
 use parking_lot::RwLock;
 use roaring::RoaringBitmap;
 
@@ -38,19 +38,22 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Loads `manifest`, reusing segments and delete bitmaps `previous` has.
+    /// Loads `manifest`, reusing segments and delete bitmaps `previous` has;
+    /// new files are held as `residency` says.
     pub fn load(
         store: &Store,
         manifest: &Manifest,
         previous: &Snapshot,
+        residency: Residency,
     ) -> eddy_manifest::Result<Snapshot> {
         let mut segments = Vec::with_capacity(manifest.segments.len());
         for entry in &manifest.segments {
             let old = previous.segments.iter().find(|s| s.entry.id == entry.id);
             let segment = match old {
                 Some(s) => s.segment.clone(),
-                None => Arc::new(Segment::open(
+                None => Arc::new(Segment::open_with(
                     &store.segment_path(&manifest.collection, &entry.id),
+                    residency,
                 )?),
             };
             let deleted = match (old, &entry.deletes) {
@@ -60,7 +63,9 @@ impl Snapshot {
             };
             let index = match (old, &entry.index) {
                 (Some(s), Some(_)) if s.entry.index == entry.index => s.index.clone(),
-                (_, Some(name)) => load_index(store, &manifest.collection, name, &segment),
+                (_, Some(name)) => {
+                    load_index(store, &manifest.collection, name, &segment, residency)
+                }
                 (_, None) => None,
             };
             segments.push(LoadedSegment {
@@ -82,6 +87,17 @@ impl Snapshot {
         })
     }
 
+    /// Bytes of the segment and index files this snapshot holds.
+    pub fn file_bytes(&self) -> u64 {
+        self.segments
+            .iter()
+            .map(|s| {
+                let index = s.index.as_ref().map_or(0, |i| i.file_len());
+                (s.segment.file_len() + index) as u64
+            })
+            .sum()
+    }
+
     /// Live rows over the segments (deletes applied, tail masking not).
     pub fn sealed_rows(&self) -> u64 {
         self.segments.iter().map(|s| s.entry.live_rows()).sum()
@@ -98,16 +114,17 @@ impl Snapshot {
     }
 }
 
-/// Maps and checks a segment's index file. A damaged index is logged and
+/// Opens and checks a segment's index file. A damaged index is logged and
 /// skipped: the segment stays searchable by exact scan.
 fn load_index(
     store: &Store,
     collection: &str,
     name: &str,
     segment: &Segment,
+    residency: Residency,
 ) -> Option<Arc<SegmentIndex>> {
     let path = store.index_path(collection, name);
-    let loaded = SegmentIndex::open(&path, segment.rows(), segment.dim())
+    let loaded = SegmentIndex::open_with(&path, segment.rows(), segment.dim(), residency)
         .and_then(|index| eddy_segment::check_index(segment, &index).map(|()| index));
     match loaded {
         Ok(index) => Some(Arc::new(index)),

@@ -8,9 +8,11 @@ use std::time::{Duration, Instant};
 
 use eddy_manifest::Store;
 use eddy_model::CollectionDef;
+use eddy_segment::Residency;
 use parking_lot::RwLock;
 use tracing::{error, info, warn};
 
+use crate::admission::Admission;
 use crate::collection::{Collection, Snapshot};
 use crate::error::ApiError;
 use crate::metrics::QueryMetrics;
@@ -20,6 +22,25 @@ use crate::tail::{run_tail, TailConfig};
 /// Largest number of query vectors in one request.
 pub const MAX_BATCH_QUERIES: usize = 10_000;
 
+/// How an [`Engine`] serves: its tail consumer, search pool, polling and limits.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// Kafka settings of the tail consumers.
+    pub tail: TailConfig,
+    /// Search threads (at least one).
+    pub search_threads: usize,
+    /// How often to look for a new manifest version.
+    pub manifest_poll: Duration,
+    /// Longest a request waits for its `min_offsets`.
+    pub max_wait: Duration,
+    /// Tail rows above which the engine reports not ready.
+    pub max_tail_rows: usize,
+    /// Where segment and index files are held while served.
+    pub residency: Residency,
+    /// Query vectors admitted at once ([`Admission`]).
+    pub max_queued_queries: usize,
+}
+
 /// Shared state of the query service.
 pub struct Engine {
     store: Store,
@@ -27,10 +48,8 @@ pub struct Engine {
     pool: rayon::ThreadPool,
     /// Metric handles.
     pub metrics: QueryMetrics,
-    tail: TailConfig,
-    manifest_poll: Duration,
-    max_wait: Duration,
-    max_tail_rows: usize,
+    admission: Admission,
+    opts: EngineOptions,
 }
 
 impl Engine {
@@ -38,25 +57,23 @@ impl Engine {
     pub fn new(
         store: Store,
         metrics: QueryMetrics,
-        tail: TailConfig,
-        search_threads: usize,
-        manifest_poll: Duration,
-        max_wait: Duration,
-        max_tail_rows: usize,
+        opts: EngineOptions,
     ) -> Result<Arc<Self>, rayon::ThreadPoolBuildError> {
         let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(search_threads.max(1))
+            .num_threads(opts.search_threads.max(1))
             .thread_name(|i| format!("eddy-search-{i}"))
             .build()?;
+        let admission = Admission::new(
+            opts.max_queued_queries,
+            metrics.queued_queries.with_label_values::<&str>(&[]),
+        );
         Ok(Arc::new(Self {
             store,
             collections: RwLock::new(HashMap::new()),
             pool,
             metrics,
-            tail,
-            manifest_poll,
-            max_wait,
-            max_tail_rows,
+            admission,
+            opts,
         }))
     }
 
@@ -90,10 +107,10 @@ impl Engine {
                 let tail = c.live.read().tail.live_rows();
                 let reason = if !c.is_ready() {
                     "loading: first snapshot or tail assignment pending".to_owned()
-                } else if tail > self.max_tail_rows {
+                } else if tail > self.opts.max_tail_rows {
                     format!(
                         "tail holds {tail} rows, over the limit of {}: is eddy-ingest sealing?",
-                        self.max_tail_rows
+                        self.opts.max_tail_rows
                     )
                 } else {
                     return None;
@@ -128,8 +145,11 @@ impl Engine {
                 .write()
                 .insert(def.name.clone(), collection.clone());
             info!(collection = %def.name, "serving collection");
-            let (tail_collection, tail_config, metrics) =
-                (collection.clone(), self.tail.clone(), self.metrics.clone());
+            let (tail_collection, tail_config, metrics) = (
+                collection.clone(),
+                self.opts.tail.clone(),
+                self.metrics.clone(),
+            );
             let spawned = std::thread::Builder::new()
                 .name(format!("eddy-tail-{}", def.name))
                 .spawn(move || run_tail(tail_collection, tail_config, metrics));
@@ -183,8 +203,9 @@ impl Engine {
         if !min_offsets.is_empty() {
             self.wait_for(&collection, &min_offsets).await?;
         }
-        let segments = collection.segment_count() as f64;
         let n = queries.len();
+        let _admitted = self.admission.admit(n)?;
+        let segments = collection.segment_count() as f64;
         let chunk = n.div_ceil(self.pool.current_num_threads()).max(1);
         let queries = Arc::new(queries);
         let mut parts = Vec::new();
@@ -233,7 +254,7 @@ impl Engine {
         min: &BTreeMap<u32, i64>,
     ) -> Result<(), ApiError> {
         let started = Instant::now();
-        let deadline = tokio::time::Instant::now() + self.max_wait;
+        let deadline = tokio::time::Instant::now() + self.opts.max_wait;
         loop {
             let notified = collection.changed.notified();
             if collection.live.read().reflects(min) {
@@ -242,7 +263,7 @@ impl Engine {
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
                 return Err(ApiError::Timeout(format!(
                     "offsets {min:?} were not searchable within {} ms",
-                    self.max_wait.as_millis()
+                    self.opts.max_wait.as_millis()
                 )));
             }
         }
@@ -265,13 +286,14 @@ async fn watch_manifests(engine: Arc<Engine>, collection: Arc<Collection>) {
         );
         let ready = collection.snapshot_ready.load(Ordering::Acquire);
         let name_for_load = name.clone();
+        let residency = engine.opts.residency;
         let loaded =
             tokio::task::spawn_blocking(move || -> eddy_manifest::Result<Option<Snapshot>> {
                 let manifest = store.latest_manifest(&name_for_load)?;
                 if ready && manifest.version <= current.version {
                     return Ok(None);
                 }
-                Snapshot::load(&store, &manifest, &current).map(Some)
+                Snapshot::load(&store, &manifest, &current, residency).map(Some)
             })
             .await;
         match loaded {
@@ -287,6 +309,9 @@ async fn watch_manifests(engine: Arc<Engine>, collection: Arc<Collection>) {
                 m.manifest_version
                     .with_label_values(&[&name])
                     .set(snapshot.version as i64);
+                m.served_bytes
+                    .with_label_values(&[&name, &engine.opts.residency.to_string()])
+                    .set(snapshot.file_bytes() as i64);
                 m.segment_loads.with_label_values(&["ok"]).inc();
                 if snapshot.version > 0 {
                     info!(collection = %name, version = snapshot.version, segments = snapshot.segments.len(), "snapshot installed");
@@ -307,6 +332,6 @@ async fn watch_manifests(engine: Arc<Engine>, collection: Arc<Collection>) {
             }
             Err(e) => error!(collection = %name, error = %e, "manifest loader panicked"),
         }
-        tokio::time::sleep(engine.manifest_poll).await;
+        tokio::time::sleep(engine.opts.manifest_poll).await;
     }
 }

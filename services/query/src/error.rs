@@ -19,9 +19,13 @@ pub enum ApiError {
     /// A wait (read-your-writes) ran out.
     #[error("{0}")]
     Timeout(String),
-    /// The service is overloaded or not ready.
+    /// The service is not ready.
     #[error("{0}")]
     Unavailable(String),
+    /// Too many queries are in flight: retry later (HTTP 429, gRPC
+    /// RESOURCE_EXHAUSTED) instead of queueing without bound.
+    #[error("{0}")]
+    Overloaded(String),
     /// A bug or an I/O failure on our side.
     #[error("{0}")]
     Internal(String),
@@ -36,6 +40,7 @@ impl ApiError {
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Overloaded(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -48,6 +53,7 @@ impl ApiError {
             ApiError::Conflict(_) => tonic::Code::AlreadyExists,
             ApiError::Timeout(_) => tonic::Code::DeadlineExceeded,
             ApiError::Unavailable(_) => tonic::Code::Unavailable,
+            ApiError::Overloaded(_) => tonic::Code::ResourceExhausted,
             ApiError::Internal(_) => tonic::Code::Internal,
         }
     }
@@ -60,6 +66,7 @@ impl ApiError {
             ApiError::Conflict(_) => "conflict",
             ApiError::Timeout(_) => "timeout",
             ApiError::Unavailable(_) => "unavailable",
+            ApiError::Overloaded(_) => "overloaded",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -68,6 +75,9 @@ impl ApiError {
         match self {
             ApiError::Internal(m) => tracing::error!(message = %m, "internal error"),
             ApiError::Unavailable(m) => tracing::warn!(message = %m, "unavailable"),
+            // Counted in eddy_query_requests_total{status="overloaded"}; one log
+            // line per shed request would add load exactly when there is too much.
+            ApiError::Overloaded(m) => tracing::debug!(message = %m, "overloaded"),
             other => tracing::info!(kind = other.kind(), message = %other, "request rejected"),
         }
     }
@@ -84,7 +94,14 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         self.log();
         let body = serde_json::json!({"error": {"code": self.kind(), "message": self.to_string()}});
-        (self.status(), Json(body)).into_response()
+        let mut response = (self.status(), Json(body)).into_response();
+        if matches!(self, ApiError::Overloaded(_)) {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        response
     }
 }
 

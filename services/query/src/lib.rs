@@ -9,6 +9,7 @@
 //! - [`tail`]: the Kafka tail consumer;
 //! - [`http`] and [`flight`]: the two APIs, sharing [`error::ApiError`].
 
+pub mod admission;
 pub mod collection;
 pub mod engine;
 pub mod error;
@@ -27,7 +28,8 @@ use eddy_manifest::Store;
 use prometheus::Registry;
 use tracing::info;
 
-pub use engine::Engine;
+pub use eddy_segment::Residency;
+pub use engine::{Engine, EngineOptions};
 pub use metrics::QueryMetrics;
 
 /// Errors starting the query service.
@@ -96,6 +98,18 @@ pub struct QueryConfig {
     /// Longest a request waits for its `min_offsets` (ms).
     #[arg(long, env = "EDDY_MAX_WAIT_MS", default_value_t = 5_000)]
     pub max_wait_ms: u64,
+
+    /// How served segment and index files are held: `huge-pages` reads them
+    /// into memory backed by transparent huge pages (fewer TLB misses on a
+    /// graph walk, measured 1.2-1.4x queries/s), `mapped` memory-maps them
+    /// (zero copy, evictable).
+    #[arg(long, env = "EDDY_SEGMENT_RESIDENCY", default_value_t = Residency::HugePages)]
+    pub segment_residency: Residency,
+
+    /// Query vectors admitted at once (queued on or running in the search
+    /// pool); more are refused with HTTP 429 / gRPC RESOURCE_EXHAUSTED.
+    #[arg(long, env = "EDDY_MAX_QUEUED_QUERIES", default_value_t = 10_000)]
+    pub max_queued_queries: usize,
 }
 
 /// A running query service.
@@ -150,14 +164,18 @@ pub async fn start(config: QueryConfig) -> Result<Query, Error> {
     let engine = Engine::new(
         store,
         metrics,
-        tail::TailConfig {
-            brokers: config.common.brokers.clone(),
-            properties: config.common.kafka_client_properties(),
+        EngineOptions {
+            tail: tail::TailConfig {
+                brokers: config.common.brokers.clone(),
+                properties: config.common.kafka_client_properties(),
+            },
+            search_threads: threads,
+            manifest_poll: Duration::from_millis(config.manifest_poll_ms.max(10)),
+            max_wait: Duration::from_millis(config.max_wait_ms),
+            max_tail_rows: config.max_tail_rows,
+            residency: config.segment_residency,
+            max_queued_queries: config.max_queued_queries,
         },
-        threads,
-        Duration::from_millis(config.manifest_poll_ms.max(10)),
-        Duration::from_millis(config.max_wait_ms),
-        config.max_tail_rows,
     )?;
     engine.refresh();
 

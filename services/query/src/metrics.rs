@@ -21,6 +21,10 @@ pub struct QueryMetrics {
     pub sealed_rows: IntGaugeVec,
     /// Manifest version served.
     pub manifest_version: IntGaugeVec,
+    /// Query vectors admitted and not yet answered (see `--max-queued-queries`).
+    pub queued_queries: IntGaugeVec,
+    /// Bytes of segment and index files served, by residency (huge-pages, mapped).
+    pub served_bytes: IntGaugeVec,
     /// Next offset visible to queries, per partition.
     pub visible_offset: IntGaugeVec,
     /// Tail consumer lag per partition.
@@ -93,6 +97,16 @@ impl QueryMetrics {
                 "eddy_query_manifest_version",
                 "Manifest version served",
                 &["collection"],
+            )?,
+            queued_queries: gauge(
+                "eddy_query_queued_queries",
+                "Query vectors admitted and not yet answered",
+                &[],
+            )?,
+            served_bytes: gauge(
+                "eddy_query_served_bytes",
+                "Bytes of segment and index files served, by residency",
+                &["collection", "residency"],
             )?,
             visible_offset: gauge(
                 "eddy_query_visible_offset",
