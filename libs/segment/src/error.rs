@@ -22,17 +22,14 @@ pub enum Error {
         /// What check failed.
         reason: String,
     },
-    /// The file was written by a format version this build cannot read.
-    #[error("segment {path} has format version {found}, this build reads {oldest}..={current}")]
-    UnsupportedVersion {
+    /// The file's framing is damaged (magic, length, checksum) or of a
+    /// format version this build does not read.
+    #[error("{path}: {source}")]
+    Format {
         /// The file.
         path: PathBuf,
-        /// The version in the file.
-        found: u32,
-        /// Oldest version this build reads.
-        oldest: u32,
-        /// Version this build writes.
-        current: u32,
+        /// Which check failed.
+        source: eddy_format::FormatError,
     },
     /// Building a segment's index (graph, codes) failed.
     #[error("building the segment index: {0}")]

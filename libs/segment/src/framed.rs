@@ -7,71 +7,52 @@
 use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use eddy_format::{check_crc, crc32, BinaryFormat, ChecksumWriter, Extent, FormatError, U32};
 use memmap2::Mmap;
+use zerocopy::{FromBytes, IntoBytes};
 
-use crate::format::{align_up, ALIGN, FOOTER_LEN, FOOTER_MAGIC, HEADER_LEN, TABLE_ENTRY_LEN};
+use crate::format::{align_up, Footer, FramedHeader, SectionEntry, ALIGN, FOOTER_MAGIC};
 use crate::resident::HugePageBytes;
 use crate::{Error, Result};
 
-/// Byte range of the section count in the header.
-const SECTION_COUNT_AT: usize = 32;
-
-/// Reads a little-endian u32 at `at` (callers bounds-check first).
-pub(crate) fn le_u32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-/// Reads a little-endian u64 at `at` (callers bounds-check first).
-pub(crate) fn le_u64(b: &[u8], at: usize) -> u64 {
-    let mut x = [0u8; 8];
-    x.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(x)
-}
-
-/// Writes a framed file at `path`: `header` must already carry the magic,
-/// version and kind-specific fields; the section count, table, sections and
-/// footer are added here. Returns the file size.
+/// Writes a framed file at `path`: `header` must already carry the preamble
+/// and kind-specific fields; the section count, table, sections and footer
+/// are added here. Returns the file size.
 pub(crate) fn write(
     path: &Path,
-    mut header: [u8; HEADER_LEN],
+    mut header: FramedHeader,
     sections: &[(u32, &[u8])],
 ) -> Result<u64> {
-    header[12..16].copy_from_slice(&(HEADER_LEN as u32).to_le_bytes());
-    header[SECTION_COUNT_AT..SECTION_COUNT_AT + 4]
-        .copy_from_slice(&(sections.len() as u32).to_le_bytes());
-    let mut table = Vec::with_capacity(sections.len() * TABLE_ENTRY_LEN);
-    let mut pos = align_up(HEADER_LEN + sections.len() * TABLE_ENTRY_LEN);
+    let count = u32::try_from(sections.len())
+        .map_err(|_| Error::InvalidRow(format!("{} sections", sections.len())))?;
+    header.section_count = U32::new(count);
+    let mut table = Vec::with_capacity(sections.len());
+    let mut pos = align_up(size_of::<FramedHeader>() + sections.len() * size_of::<SectionEntry>());
     for (kind, bytes) in sections {
-        table.extend_from_slice(&kind.to_le_bytes());
-        table.extend_from_slice(&0u32.to_le_bytes());
-        table.extend_from_slice(&(pos as u64).to_le_bytes());
-        table.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        table.push(SectionEntry::new(
+            *kind,
+            Extent::new(pos as u64, bytes.len() as u64),
+        ));
         pos = align_up(pos + bytes.len());
     }
 
     let tmp = path.with_extension("tmp");
     let file = File::create(&tmp).map_err(Error::io(&tmp))?;
-    let mut out = CrcWriter {
-        inner: BufWriter::with_capacity(1 << 20, file),
-        crc: crc32fast::Hasher::new(),
-        written: 0,
-    };
-    out.write_all(&header).map_err(Error::io(&tmp))?;
-    out.write_all(&table).map_err(Error::io(&tmp))?;
+    let mut out = ChecksumWriter::new(BufWriter::with_capacity(1 << 20, file));
+    out.write_all(header.as_bytes()).map_err(Error::io(&tmp))?;
+    out.write_all(table.as_bytes()).map_err(Error::io(&tmp))?;
     for (_, bytes) in sections {
         out.pad_to(ALIGN).map_err(Error::io(&tmp))?;
         out.write_all(bytes).map_err(Error::io(&tmp))?;
     }
     out.pad_to(ALIGN).map_err(Error::io(&tmp))?;
-    let crc = out.crc.clone().finalize();
-    let mut footer = [0u8; FOOTER_LEN];
-    footer[0..4].copy_from_slice(&crc.to_le_bytes());
-    footer[8..16].copy_from_slice(&FOOTER_MAGIC);
-    out.write_all(&footer).map_err(Error::io(&tmp))?;
-    let size = out.written;
-    let file = out.inner.into_inner().map_err(|e| Error::Io {
+    let footer = Footer::new(out.crc());
+    out.write_all(footer.as_bytes()).map_err(Error::io(&tmp))?;
+    let size = out.written();
+    let file = out.into_inner().into_inner().map_err(|e| Error::Io {
         path: tmp.clone(),
         source: e.into_error(),
     })?;
@@ -86,43 +67,13 @@ pub(crate) fn write(
     Ok(size)
 }
 
-/// A writer that checksums and counts what passes through it.
-struct CrcWriter<W> {
-    inner: W,
-    crc: crc32fast::Hasher,
-    written: u64,
-}
-
-impl<W: Write> CrcWriter<W> {
-    fn pad_to(&mut self, align: usize) -> std::io::Result<()> {
-        const ZEROS: [u8; ALIGN] = [0; ALIGN];
-        let rem = (self.written as usize) % align;
-        if rem != 0 {
-            self.write_all(&ZEROS[..align - rem])?;
-        }
-        Ok(())
-    }
-}
-
-impl<W: Write> Write for CrcWriter<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.crc.update(&buf[..n]);
-        self.written += n as u64;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-}
-
 /// A mapped, checked framed file.
 #[derive(Debug)]
 pub(crate) struct Framed {
     pub(crate) path: PathBuf,
     bytes: Backing,
-    sections: HashMap<u32, (usize, usize)>,
+    header: FramedHeader,
+    sections: HashMap<u32, Range<usize>>,
 }
 
 /// Where an opened segment or index file's bytes live while it is served.
@@ -183,18 +134,9 @@ impl Backing {
     }
 }
 
-/// What a reader accepts: which magic, which versions, and how to name the
-/// file in errors.
-pub(crate) struct Expect {
-    pub(crate) magic: [u8; 8],
-    pub(crate) what: &'static str,
-    pub(crate) oldest: u32,
-    pub(crate) current: u32,
-}
-
 impl Framed {
     /// Maps `path` and checks magic, version, checksum and section bounds.
-    pub(crate) fn open(path: &Path, expect: &Expect, residency: Residency) -> Result<Framed> {
+    pub(crate) fn open(path: &Path, format: &BinaryFormat, residency: Residency) -> Result<Framed> {
         let mut file = File::open(path).map_err(Error::io(path))?;
         let bytes = match residency {
             Residency::Mapped => Backing::Mapped(map_file(&file, path)?),
@@ -204,72 +146,24 @@ impl Framed {
                 Backing::Resident(HugePageBytes::read(&mut file, len).map_err(Error::io(path))?)
             }
         };
-        let bad = |reason: String| Error::corrupt(path, reason);
-        let b: &[u8] = bytes.bytes();
-        if b.len() < HEADER_LEN + FOOTER_LEN || b[0..8] != expect.magic {
-            return Err(bad(format!(
-                "not an eddy {} (bad magic or too short)",
-                expect.what
-            )));
-        }
-        let version = le_u32(b, 8);
-        if !(expect.oldest..=expect.current).contains(&version) {
-            return Err(Error::UnsupportedVersion {
-                path: path.to_owned(),
-                found: version,
-                oldest: expect.oldest,
-                current: expect.current,
-            });
-        }
-        let footer = &b[b.len() - FOOTER_LEN..];
-        if footer[8..16] != FOOTER_MAGIC {
-            return Err(bad("bad footer magic (truncated file?)".into()));
-        }
-        let stored_crc = le_u32(footer, 0);
-        let actual_crc = crc32fast::hash(&b[..b.len() - FOOTER_LEN]);
-        if stored_crc != actual_crc {
-            return Err(bad(format!(
-                "checksum mismatch: stored {stored_crc:08x}, computed {actual_crc:08x}"
-            )));
-        }
-        let n_sections = le_u32(b, SECTION_COUNT_AT) as usize;
-        let body_end = b.len() - FOOTER_LEN;
-        if n_sections
-            .checked_mul(TABLE_ENTRY_LEN)
-            .and_then(|t| t.checked_add(HEADER_LEN))
-            .is_none_or(|end| end > body_end)
-        {
-            return Err(bad("section table runs past the end".into()));
-        }
-        let mut sections = HashMap::new();
-        for i in 0..n_sections {
-            let at = HEADER_LEN + i * TABLE_ENTRY_LEN;
-            let kind = le_u32(b, at);
-            let offset = usize::try_from(le_u64(b, at + 8)).unwrap_or(usize::MAX);
-            let len = usize::try_from(le_u64(b, at + 16)).unwrap_or(usize::MAX);
-            if offset % ALIGN != 0 || offset.checked_add(len).is_none_or(|end| end > body_end) {
-                return Err(bad(format!(
-                    "section {kind} at {offset}+{len} is out of bounds"
-                )));
-            }
-            sections.insert(kind, (offset, len));
-        }
+        let (header, sections) = check(path, bytes.bytes(), format)?;
         Ok(Framed {
             path: path.to_owned(),
             bytes,
+            header,
             sections,
         })
     }
 
-    /// The header bytes.
-    pub(crate) fn header(&self) -> &[u8] {
-        &self.bytes.bytes()[..HEADER_LEN]
+    /// The fixed header.
+    pub(crate) fn header(&self) -> &FramedHeader {
+        &self.header
     }
 
     /// A section's bytes (empty when absent).
     pub(crate) fn section(&self, kind: u32) -> &[u8] {
         match self.sections.get(&kind) {
-            Some(&(offset, len)) => &self.bytes.bytes()[offset..offset + len],
+            Some(range) => &self.bytes.bytes()[range.clone()],
             None => &[],
         }
     }
@@ -283,6 +177,58 @@ impl Framed {
     pub(crate) fn has(&self, kind: u32) -> bool {
         self.sections.contains_key(&kind)
     }
+}
+
+/// Checks a whole framed file once: header (magic, version, length), footer
+/// magic, checksum, and that every section lies aligned inside the body.
+fn check(
+    path: &Path,
+    b: &[u8],
+    format: &BinaryFormat,
+) -> Result<(FramedHeader, HashMap<u32, Range<usize>>)> {
+    let framing = |source: FormatError| Error::Format {
+        path: path.to_owned(),
+        source,
+    };
+    let corrupt = |reason: String| Error::corrupt(path, reason);
+    let header = *format.read_header::<FramedHeader>(b).map_err(framing)?;
+    let min_len = size_of::<FramedHeader>() + size_of::<Footer>();
+    if b.len() < min_len {
+        return Err(framing(FormatError::Truncated {
+            what: format.what,
+            need: min_len as u64,
+            have: b.len() as u64,
+        }));
+    }
+    let body_end = b.len() - size_of::<Footer>();
+    let footer =
+        Footer::ref_from_bytes(&b[body_end..]).map_err(|_| corrupt("unreadable footer".into()))?;
+    if footer.magic != FOOTER_MAGIC {
+        return Err(corrupt("bad footer magic (truncated file?)".into()));
+    }
+    check_crc(format.what, footer.crc32.get(), crc32(&b[..body_end])).map_err(framing)?;
+    let count = header.section_count.get() as usize;
+    let (table, _) = <[SectionEntry]>::ref_from_prefix_with_elems(
+        &b[size_of::<FramedHeader>()..body_end],
+        count,
+    )
+    .map_err(|_| corrupt("section table runs past the end".into()))?;
+    let mut sections = HashMap::with_capacity(count);
+    for entry in table {
+        let kind = entry.kind.get();
+        let range = entry
+            .extent
+            .range(body_end)
+            .filter(|r| r.start % ALIGN == 0)
+            .ok_or_else(|| {
+                corrupt(format!(
+                    "section {kind} at {}+{} is out of bounds",
+                    entry.extent.offset, entry.extent.len
+                ))
+            })?;
+        sections.insert(kind, range);
+    }
+    Ok((header, sections))
 }
 
 #[expect(unsafe_code, reason = "memory-mapping a file is unsafe by nature")]

@@ -4,18 +4,30 @@
 //! file sits beside it and the manifest names it once it is written, so a
 //! segment is searchable (by exact scan) before its graph exists.
 //!
-//! Header fields after the common ones: dim u32 at 16, rows u64 at 24.
+//! Of the header's fields after the preamble, index files set `dim` and
+//! `rows` (the segment's) and the section count; the others stay zero.
 
 use std::path::Path;
 
-use crate::format::HEADER_LEN;
-use crate::framed::{self, le_u32, le_u64, Expect, Framed, Residency};
+use eddy_format::{BinaryFormat, Versions, U32, U64};
+
+use crate::format::FramedHeader;
+use crate::framed::{self, Framed, Residency};
 use crate::{Error, Result};
 
 /// Magic at the start of every index file.
 pub const INDEX_MAGIC: [u8; 8] = *b"EDDYIDX\0";
 /// Index file format version this build writes.
 pub const INDEX_FORMAT_VERSION: u32 = 1;
+/// Oldest index file format version this build reads.
+pub const INDEX_OLDEST_SUPPORTED_VERSION: u32 = 1;
+
+/// The index file format: magic and readable versions.
+const INDEX_FORMAT: BinaryFormat = BinaryFormat {
+    what: "index file",
+    magic: INDEX_MAGIC,
+    versions: Versions::new(INDEX_OLDEST_SUPPORTED_VERSION, INDEX_FORMAT_VERSION),
+};
 
 /// Kinds of section in an index file. Unknown kinds are ignored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,11 +69,9 @@ impl IndexWriter {
 
     /// Writes the file (temporary name, fsync, rename); returns its size.
     pub fn finish(&self, path: &Path) -> Result<u64> {
-        let mut header = [0u8; HEADER_LEN];
-        header[0..8].copy_from_slice(&INDEX_MAGIC);
-        header[8..12].copy_from_slice(&INDEX_FORMAT_VERSION.to_le_bytes());
-        header[16..20].copy_from_slice(&(self.dim as u32).to_le_bytes());
-        header[24..32].copy_from_slice(&(self.rows as u64).to_le_bytes());
+        let mut header = FramedHeader::new(&INDEX_FORMAT);
+        header.dim = U32::new(self.dim as u32);
+        header.rows = U64::new(self.rows as u64);
         let sections: Vec<(u32, &[u8])> = self
             .sections
             .iter()
@@ -91,18 +101,9 @@ impl SegmentIndex {
         dim: usize,
         residency: Residency,
     ) -> Result<SegmentIndex> {
-        let file = Framed::open(
-            path,
-            &Expect {
-                magic: INDEX_MAGIC,
-                what: "index file",
-                oldest: INDEX_FORMAT_VERSION,
-                current: INDEX_FORMAT_VERSION,
-            },
-            residency,
-        )?;
+        let file = Framed::open(path, &INDEX_FORMAT, residency)?;
         let h = file.header();
-        let (found_dim, found_rows) = (le_u32(h, 16) as usize, le_u64(h, 24));
+        let (found_dim, found_rows) = (h.dim.get() as usize, h.rows.get());
         if found_dim != dim || found_rows != rows as u64 {
             return Err(Error::corrupt(
                 path,

@@ -24,7 +24,9 @@ pub use format::{FORMAT_VERSION, OLDEST_SUPPORTED_VERSION};
 pub use framed::Residency;
 pub use growing::{Growing, RowRef, Touch};
 pub use ids::Ids;
-pub use index_file::{IndexSection, IndexWriter, SegmentIndex, INDEX_FORMAT_VERSION};
+pub use index_file::{
+    IndexSection, IndexWriter, SegmentIndex, INDEX_FORMAT_VERSION, INDEX_OLDEST_SUPPORTED_VERSION,
+};
 pub use reader::Segment;
 pub use resident::HugePageBytes;
 pub use sealed::{

@@ -3,8 +3,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use crate::format::{self, Section, MAGIC};
-use crate::framed::{le_u32, le_u64, Expect, Framed, Residency};
+use crate::format::{self, Section, SEGMENT_FORMAT};
+use crate::framed::{Framed, Residency};
 use crate::{Error, Ids, Result, SegmentMeta};
 use eddy_model::{IdType, Metric, PointId};
 
@@ -32,24 +32,15 @@ impl Segment {
     /// Opens and checks the segment file at `path`, holding its bytes as
     /// `residency` says.
     pub fn open_with(path: &Path, residency: Residency) -> Result<Segment> {
-        let file = Framed::open(
-            path,
-            &Expect {
-                magic: MAGIC,
-                what: "segment",
-                oldest: format::OLDEST_SUPPORTED_VERSION,
-                current: format::FORMAT_VERSION,
-            },
-            residency,
-        )?;
+        let file = Framed::open(path, &SEGMENT_FORMAT, residency)?;
         let bad = |reason: String| Error::corrupt(path, reason);
-        let b = file.header();
-        let dim = le_u32(b, 16) as usize;
-        let metric = format::metric_from_code(b[20])
-            .ok_or_else(|| bad(format!("unknown metric code {}", b[20])))?;
-        let id_type = format::id_type_from_code(b[21])
-            .ok_or_else(|| bad(format!("unknown id type code {}", b[21])))?;
-        let rows = usize::try_from(le_u64(b, 24)).map_err(|_| bad("row count overflows".into()))?;
+        let h = file.header();
+        let dim = h.dim.get() as usize;
+        let metric = format::metric_from_code(h.metric)
+            .ok_or_else(|| bad(format!("unknown metric code {}", h.metric)))?;
+        let id_type = format::id_type_from_code(h.id_type)
+            .ok_or_else(|| bad(format!("unknown id type code {}", h.id_type)))?;
+        let rows = usize::try_from(h.rows.get()).map_err(|_| bad("row count overflows".into()))?;
         let mut seg = Segment {
             file,
             dim,

@@ -3,10 +3,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use eddy_format::{U32, U64};
 use eddy_model::{FieldType, IdType, Metric, PointId};
 use serde::{Deserialize, Serialize};
 
-use crate::format::{self, Section, HEADER_LEN, MAGIC};
+use crate::format::{self, FramedHeader, Section, SEGMENT_FORMAT};
 use crate::framed;
 use crate::{Error, Result, RowRef};
 
@@ -144,14 +145,12 @@ impl SegmentWriter {
             sections.push((Section::PayloadIndex, bytes));
         }
 
-        let mut header = [0u8; HEADER_LEN];
-        header[0..8].copy_from_slice(&MAGIC);
-        header[8..12].copy_from_slice(&format::FORMAT_VERSION.to_le_bytes());
-        header[16..20].copy_from_slice(&(self.dim as u32).to_le_bytes());
-        header[20] = format::metric_code(self.metric);
-        header[21] = format::id_type_code(self.id_type);
-        header[24..32].copy_from_slice(&(self.partitions.len() as u64).to_le_bytes());
-        header[40..48].copy_from_slice(&self.meta.created_ms.to_le_bytes());
+        let mut header = FramedHeader::new(&SEGMENT_FORMAT);
+        header.dim = U32::new(self.dim as u32);
+        header.metric = format::metric_code(self.metric);
+        header.id_type = format::id_type_code(self.id_type);
+        header.rows = U64::new(self.partitions.len() as u64);
+        header.created_ms = U64::new(self.meta.created_ms);
         let sections: Vec<(u32, &[u8])> = sections
             .into_iter()
             .map(|(kind, bytes)| (kind as u32, bytes))

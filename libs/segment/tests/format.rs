@@ -1,11 +1,16 @@
-//! Format guarantees of sealed segments: golden files reopen, damage and
-//! unsupported versions are reported clearly, and search is exact.
+//! Format guarantees of segment and index files: golden files reopen, damage
+//! and unsupported versions are reported clearly, and search is exact.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use eddy_format::FormatError;
+use eddy_hnsw::GraphView;
 use eddy_model::{FieldType, IdType, Metric, PointId};
-use eddy_segment::{Error, ExactScan, Growing, Residency, Segment, VectorSearch, FORMAT_VERSION};
+use eddy_segment::{
+    build_index, check_index, Error, ExactScan, Growing, IndexParams, IndexSection, Residency,
+    Segment, SegmentIndex, VectorSearch, FORMAT_VERSION, INDEX_FORMAT_VERSION,
+};
 
 /// Every way a file can be held; each test runs against all of them.
 const RESIDENCIES: [Residency; 2] = [Residency::Mapped, Residency::HugePages];
@@ -89,42 +94,133 @@ fn golden_file_with_a_payload_index_reopens() {
     assert!(plain.payload_index().is_none());
 }
 
+fn golden_index() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/v{INDEX_FORMAT_VERSION}.idx"))
+}
+
+/// The golden index file: graph and SQ8 codes of the golden segment.
+#[test]
+fn golden_index_file_of_the_current_format_reopens() {
+    let seg = Segment::open(&golden(FORMAT_VERSION)).expect("golden segment");
+    let path = golden_index();
+    if std::env::var_os("EDDY_WRITE_GOLDEN").is_some() {
+        let params = IndexParams {
+            min_rows: 1,
+            ..IndexParams::default()
+        };
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .expect("pool")
+            .install(|| build_index(&seg, &params, &path))
+            .expect("write golden")
+            .expect("an index");
+    }
+    for residency in RESIDENCIES {
+        let index = SegmentIndex::open_with(&path, seg.rows(), seg.dim(), residency)
+            .expect("golden index opens");
+        check_index(&seg, &index).expect("golden index checks");
+        let graph = index.section(IndexSection::Graph).expect("graph section");
+        let graph = GraphView::from_bytes(graph).expect("graph checksums hold");
+        assert_eq!((graph.len(), graph.dim()), (3, 3));
+        let codes = index.section(IndexSection::Sq8Codes).expect("codes");
+        assert_eq!(codes.len(), 3 * 3);
+        assert!(index.section(IndexSection::Sq8Params).is_some());
+        assert!(index.section(IndexSection::Sq8Corrections).is_some());
+    }
+    let err = SegmentIndex::open(&path, 4, 3).expect_err("index of another segment");
+    assert!(err.to_string().contains("3 rows"), "{err}");
+}
+
 #[test]
 fn damage_and_unknown_versions_are_clear_errors() {
     for residency in RESIDENCIES {
-        damage_is_reported(residency);
+        damage_is_reported(&golden(FORMAT_VERSION), "segment file", &|path| {
+            Segment::open_with(path, residency).map(drop)
+        });
+        damage_is_reported(&golden_index(), "index file", &|path| {
+            SegmentIndex::open_with(path, 3, 3, residency).map(drop)
+        });
     }
 }
 
-fn damage_is_reported(residency: Residency) {
-    let open = |path: &Path| Segment::open_with(path, residency);
+/// Copies of the golden file at `golden`, each damaged one way, are refused
+/// by `open` with an error that names the file and what is wrong.
+fn damage_is_reported(golden: &Path, what: &str, open: &dyn Fn(&Path) -> Result<(), Error>) {
     let dir = tempfile::tempdir().expect("tmp dir");
-    let bytes = std::fs::read(golden(FORMAT_VERSION)).expect("golden");
+    let bytes = std::fs::read(golden).expect("golden");
+    let refused = |name: &str, b: &[u8]| -> Error {
+        let path = dir.path().join(name);
+        std::fs::write(&path, b).expect("write");
+        let err = open(&path).expect_err(name);
+        assert!(err.to_string().contains(name), "names the file: {err}");
+        err
+    };
 
-    let flipped = dir.path().join("flipped.seg");
     let mut b = bytes.clone();
     let mid = b.len() / 2;
     b[mid] ^= 0x40;
-    std::fs::write(&flipped, &b).expect("write");
-    let err = open(&flipped).expect_err("corrupt");
-    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
-    assert!(err.to_string().contains("checksum"), "{err}");
-
-    let truncated = dir.path().join("truncated.seg");
-    std::fs::write(&truncated, &bytes[..bytes.len() - 5]).expect("write");
-    assert!(matches!(open(&truncated), Err(Error::Corrupt { .. })));
-
-    let future = dir.path().join("future.seg");
-    let mut b = bytes.clone();
-    b[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
-    std::fs::write(&future, &b).expect("write");
-    let err = open(&future).expect_err("unsupported");
+    let err = refused("flipped", &b);
     assert!(
-        matches!(err, Error::UnsupportedVersion { found, .. } if found == FORMAT_VERSION + 1),
+        matches!(
+            &err,
+            Error::Format {
+                source: FormatError::Checksum { .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains(&format!("{what} checksum mismatch")),
         "{err}"
     );
 
-    let not_a_segment = dir.path().join("text.seg");
-    std::fs::write(&not_a_segment, b"hello").expect("write");
-    assert!(matches!(open(&not_a_segment), Err(Error::Corrupt { .. })));
+    let err = refused("truncated", &bytes[..bytes.len() - 5]);
+    assert!(err.to_string().contains("truncated"), "{err}");
+    let err = refused("short", &bytes[..100]);
+    assert!(
+        matches!(
+            &err,
+            Error::Format {
+                source: FormatError::Truncated { .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
+
+    let mut b = bytes.clone();
+    let newer = u32::from_le_bytes([b[8], b[9], b[10], b[11]]) + 1;
+    b[8..12].copy_from_slice(&newer.to_le_bytes());
+    let err = refused("newer", &b);
+    assert!(
+        matches!(
+            &err,
+            Error::Format {
+                source: FormatError::UnsupportedVersion { found, .. },
+                ..
+            } if *found == newer
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains(&format!(
+            "{what} written by a newer eddy: format version {newer}"
+        )),
+        "{err}"
+    );
+
+    let err = refused("text", b"hello");
+    assert!(
+        matches!(
+            &err,
+            Error::Format {
+                source: FormatError::BadMagic { .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
 }
