@@ -1,10 +1,9 @@
-//! On-disk format, version 1 (little-endian).
+//! On-disk format, version 1 (little-endian): a 192-byte [`GraphHeader`],
+//! then the sections.
 //!
 //! ```text
 //! offset  size  field
-//! 0       8     magic "EDDYHNSW"
-//! 8       4     version (1)
-//! 12      4     header length (192)
+//! 0       16    preamble: magic "EDDYHNSW", version (1), header length (192)
 //! 16      4     space (0 = dot, 1 = L2)
 //! 20      4     M
 //! 24      4     n (rows, duplicates included)
@@ -22,17 +21,62 @@
 
 use std::io::Write;
 
-use crate::crc::{crc32, Crc32};
+use eddy_format::{
+    check_crc, crc32, BinaryFormat, Crc32, Extent, FormatError, Header, Preamble, Versions, U32,
+};
+use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes, KnownLayout, Unaligned};
+
 use crate::{Error, GraphView, Result, Space};
 
 /// First 8 bytes of a graph file.
 pub const MAGIC: [u8; 8] = *b"EDDYHNSW";
-/// Format version written by this build (and the only one it reads).
+/// Format version written by this build.
 pub const FORMAT_VERSION: u32 = 1;
+/// Oldest format version this build reads.
+pub const OLDEST_SUPPORTED_VERSION: u32 = 1;
 
-const HEADER_LEN: usize = 192;
+/// The graph format: magic and readable versions.
+const GRAPH_FORMAT: BinaryFormat = BinaryFormat {
+    what: "HNSW graph",
+    magic: MAGIC,
+    versions: Versions::new(OLDEST_SUPPORTED_VERSION, FORMAT_VERSION),
+};
+
 const SECTIONS: usize = 5;
 const ALIGN: usize = 64;
+
+/// The fixed header of a graph (192 bytes).
+#[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct GraphHeader {
+    preamble: Preamble,
+    space: U32,
+    m: U32,
+    n: U32,
+    dim: U32,
+    entry: U32,
+    max_level: U32,
+    section_count: U32,
+    _reserved: U32,
+    /// level0, upper_start, upper, dup_start, dup_rows.
+    sections: [Extent; SECTIONS],
+    /// CRC-32 of the body: from the end of the header to the end of the last section.
+    body_crc: U32,
+    /// CRC-32 of the header bytes before this field.
+    header_crc: U32,
+    _zero: [u8; 56],
+}
+
+const HEADER_LEN: usize = size_of::<GraphHeader>();
+const _: () = assert!(HEADER_LEN == 192);
+/// Header bytes the header CRC covers.
+const HEADER_CRC_COVERS: usize = std::mem::offset_of!(GraphHeader, header_crc);
+
+impl Header for GraphHeader {
+    fn preamble(&self) -> &Preamble {
+        &self.preamble
+    }
+}
 
 fn pad(len: usize) -> usize {
     len.div_ceil(ALIGN) * ALIGN
@@ -51,12 +95,20 @@ pub(crate) fn write<W: Write>(v: &GraphView<'_>, w: &mut W) -> std::io::Result<(
     }
     let secs = sections(v);
     let zeros = [0u8; ALIGN];
-    let mut table = [(0u64, 0u64); SECTIONS];
+    let mut h = GraphHeader::new_zeroed();
+    h.preamble = GRAPH_FORMAT.preamble::<GraphHeader>();
+    h.space = U32::new(v.space.code());
+    h.m = U32::new(v.m);
+    h.n = U32::new(v.n);
+    h.dim = U32::new(v.dim);
+    h.entry = U32::new(v.entry);
+    h.max_level = U32::new(v.max_level);
+    h.section_count = U32::new(SECTIONS as u32);
     let mut off = HEADER_LEN;
     let mut body = Crc32::new();
     for (i, s) in secs.iter().enumerate() {
         let bytes: &[u8] = bytemuck::cast_slice(s);
-        table[i] = (off as u64, bytes.len() as u64);
+        h.sections[i] = Extent::new(off as u64, bytes.len() as u64);
         body.update(bytes);
         let p = pad(bytes.len()) - bytes.len();
         if i + 1 < SECTIONS {
@@ -64,31 +116,9 @@ pub(crate) fn write<W: Write>(v: &GraphView<'_>, w: &mut W) -> std::io::Result<(
         }
         off += pad(bytes.len());
     }
-    let mut h = [0u8; HEADER_LEN];
-    h[0..8].copy_from_slice(&MAGIC);
-    let fields = [
-        FORMAT_VERSION,
-        HEADER_LEN as u32,
-        v.space.code(),
-        v.m,
-        v.n,
-        v.dim,
-        v.entry,
-        v.max_level,
-        SECTIONS as u32,
-        0,
-    ];
-    for (i, f) in fields.iter().enumerate() {
-        h[8 + 4 * i..12 + 4 * i].copy_from_slice(&f.to_le_bytes());
-    }
-    for (i, (o, l)) in table.iter().enumerate() {
-        h[48 + 16 * i..56 + 16 * i].copy_from_slice(&o.to_le_bytes());
-        h[56 + 16 * i..64 + 16 * i].copy_from_slice(&l.to_le_bytes());
-    }
-    h[128..132].copy_from_slice(&body.finish().to_le_bytes());
-    let hc = crc32(&h[..132]);
-    h[132..136].copy_from_slice(&hc.to_le_bytes());
-    w.write_all(&h)?;
+    h.body_crc = U32::new(body.finish());
+    h.header_crc = U32::new(crc32(&h.as_bytes()[..HEADER_CRC_COVERS]));
+    w.write_all(h.as_bytes())?;
     for (i, s) in secs.iter().enumerate() {
         let bytes: &[u8] = bytemuck::cast_slice(s);
         w.write_all(bytes)?;
@@ -99,16 +129,6 @@ pub(crate) fn write<W: Write>(v: &GraphView<'_>, w: &mut W) -> std::io::Result<(
     Ok(())
 }
 
-fn u32_at(b: &[u8], off: usize) -> u32 {
-    u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
-}
-
-fn u64_at(b: &[u8], off: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[off..off + 8]);
-    u64::from_le_bytes(a)
-}
-
 fn corrupt(msg: impl Into<String>) -> Error {
     Error::Corrupt(msg.into())
 }
@@ -117,52 +137,17 @@ pub(crate) fn read(bytes: &[u8], verify_body: bool) -> Result<GraphView<'_>> {
     if cfg!(target_endian = "big") {
         return Err(Error::UnsupportedPlatform);
     }
-    if bytes.len() < 16 {
-        return Err(if bytes.len() >= 8 && bytes[..8] != MAGIC {
-            Error::BadMagic
-        } else {
-            Error::Truncated {
-                need: HEADER_LEN as u64,
-                have: bytes.len() as u64,
-            }
-        });
-    }
-    if bytes[..8] != MAGIC {
-        return Err(Error::BadMagic);
-    }
-    let version = u32_at(bytes, 8);
-    if version != FORMAT_VERSION {
-        return Err(Error::UnsupportedVersion {
-            found: version,
-            supported: FORMAT_VERSION,
-        });
-    }
-    if bytes.len() < HEADER_LEN {
-        return Err(Error::Truncated {
-            need: HEADER_LEN as u64,
-            have: bytes.len() as u64,
-        });
-    }
-    let stored = u32_at(bytes, 132);
-    let computed = crc32(&bytes[..132]);
-    if stored != computed {
-        return Err(Error::Checksum {
-            what: "header",
-            stored,
-            computed,
-        });
-    }
-    if u32_at(bytes, 12) as usize != HEADER_LEN {
-        return Err(corrupt("header length is not 192"));
-    }
-    let space = Space::from_code(u32_at(bytes, 16))
-        .ok_or_else(|| corrupt(format!("unknown space code {}", u32_at(bytes, 16))))?;
-    let m = u32_at(bytes, 20);
-    let n = u32_at(bytes, 24);
-    let dim = u32_at(bytes, 28);
-    let entry = u32_at(bytes, 32);
-    let max_level = u32_at(bytes, 36);
-    if u32_at(bytes, 40) as usize != SECTIONS {
+    let h: &GraphHeader = GRAPH_FORMAT.read_header(bytes)?;
+    check_crc(
+        "HNSW graph header",
+        h.header_crc.get(),
+        crc32(&h.as_bytes()[..HEADER_CRC_COVERS]),
+    )?;
+    let space = Space::from_code(h.space.get())
+        .ok_or_else(|| corrupt(format!("unknown space code {}", h.space.get())))?;
+    let (m, n, dim) = (h.m.get(), h.n.get(), h.dim.get());
+    let (entry, max_level) = (h.entry.get(), h.max_level.get());
+    if h.section_count.get() as usize != SECTIONS {
         return Err(corrupt("section count is not 5"));
     }
     if !(2..=4096).contains(&m) {
@@ -173,24 +158,26 @@ pub(crate) fn read(bytes: &[u8], verify_body: bool) -> Result<GraphView<'_>> {
     }
     let mut secs: [&[u32]; SECTIONS] = [&[]; SECTIONS];
     let mut body_end = HEADER_LEN;
-    for (i, sec) in secs.iter_mut().enumerate() {
-        let off = u64_at(bytes, 48 + 16 * i);
-        let len = u64_at(bytes, 56 + 16 * i);
+    for (i, (sec, extent)) in secs.iter_mut().zip(&h.sections).enumerate() {
+        let (off, len) = (extent.offset.get(), extent.len.get());
         if !off.is_multiple_of(ALIGN as u64) || !len.is_multiple_of(4) || off < body_end as u64 {
             return Err(corrupt(format!("section {i} at {off} (+{len}) misplaced")));
         }
-        let end = off
-            .checked_add(len)
-            .ok_or_else(|| corrupt("section overflow"))?;
-        if end > bytes.len() as u64 {
-            return Err(Error::Truncated {
-                need: end,
-                have: bytes.len() as u64,
-            });
-        }
-        let (off, end) = (off as usize, end as usize);
-        *sec = bytemuck::try_cast_slice(&bytes[off..end]).map_err(|_| Error::Misaligned)?;
-        body_end = end;
+        let range = extent.range(bytes.len()).ok_or(FormatError::Truncated {
+            what: GRAPH_FORMAT.what,
+            need: off.saturating_add(len),
+            have: bytes.len() as u64,
+        })?;
+        body_end = range.end;
+        *sec = bytemuck::try_cast_slice(&bytes[range]).map_err(|_| Error::Misaligned)?;
+    }
+    // Before the structure is read, so damage is reported as such.
+    if verify_body {
+        check_crc(
+            "HNSW graph body",
+            h.body_crc.get(),
+            crc32(&bytes[HEADER_LEN..body_end]),
+        )?;
     }
     let [level0, upper_start, upper, dup_start, dup_rows] = secs;
     let nn = n as usize;
@@ -216,17 +203,6 @@ pub(crate) fn read(bytes: &[u8], verify_body: bool) -> Result<GraphView<'_>> {
             return Err(corrupt("entry level does not match max level"));
         }
     }
-    if verify_body {
-        let stored = u32_at(bytes, 128);
-        let computed = crc32(&bytes[HEADER_LEN..body_end]);
-        if stored != computed {
-            return Err(Error::Checksum {
-                what: "body",
-                stored,
-                computed,
-            });
-        }
-    }
     Ok(GraphView {
         n,
         dim,
@@ -240,4 +216,23 @@ pub(crate) fn read(bytes: &[u8], verify_body: bool) -> Result<GraphView<'_>> {
         dup_start,
         dup_rows,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::AlignedBytes;
+
+    /// The writer still writes format 1: the golden graph (written by an
+    /// earlier build), read and written again, comes back byte for byte.
+    #[test]
+    fn rewriting_the_golden_graph_reproduces_it() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v1.graph");
+        let golden = std::fs::read(path).expect("tests/data/v1.graph");
+        let aligned = AlignedBytes::from_slice(&golden);
+        let view = read(aligned.as_bytes(), true).expect("golden opens");
+        let mut rewritten = Vec::new();
+        write(&view, &mut rewritten).expect("write");
+        assert!(rewritten == golden, "the graph writer no longer writes v1");
+    }
 }

@@ -26,7 +26,6 @@
 
 mod build;
 mod codes;
-mod crc;
 mod format;
 mod repair;
 mod search;
@@ -34,7 +33,7 @@ mod sq8;
 
 pub use build::BuildOptions;
 pub use codes::{search_codes, search_codes_into};
-pub use format::{FORMAT_VERSION, MAGIC};
+pub use format::{FORMAT_VERSION, MAGIC, OLDEST_SUPPORTED_VERSION};
 pub use search::{exact_scan, search, search_into, unreachable_count, SearchContext};
 pub use sq8::{search_sq8, search_sq8_into, sq8_beam_fidelity, Sq8View, SQ8_BEAM_MIN_FIDELITY};
 
@@ -91,35 +90,10 @@ pub enum Error {
     /// A build parameter or input shape is invalid.
     #[error("invalid input: {0}")]
     InvalidInput(String),
-    /// The bytes do not start with the graph magic.
-    #[error("not an eddy HNSW graph (bad magic)")]
-    BadMagic,
-    /// The file was written in a format version this build cannot read.
-    #[error("unsupported graph format version {found} (this build reads {supported})")]
-    UnsupportedVersion {
-        /// Version in the file.
-        found: u32,
-        /// Version this build reads.
-        supported: u32,
-    },
-    /// The bytes end before the header or a section does.
-    #[error("truncated graph: need {need} bytes, have {have}")]
-    Truncated {
-        /// Bytes needed.
-        need: u64,
-        /// Bytes present.
-        have: u64,
-    },
-    /// A checksum does not match.
-    #[error("graph {what} checksum mismatch (stored {stored:#010x}, computed {computed:#010x})")]
-    Checksum {
-        /// `header` or `body`.
-        what: &'static str,
-        /// Stored value.
-        stored: u32,
-        /// Computed value.
-        computed: u32,
-    },
+    /// The bytes are not a graph of a readable version, are cut short, or
+    /// fail a checksum.
+    #[error(transparent)]
+    Format(#[from] eddy_format::FormatError),
     /// A header field or section is inconsistent.
     #[error("corrupt graph: {0}")]
     Corrupt(String),
@@ -265,8 +239,8 @@ impl<'a> GraphView<'a> {
     /// relative to the start, so an mmap (page aligned) gives cache-line aligned rows.
     ///
     /// # Errors
-    /// [`Error::BadMagic`], [`Error::UnsupportedVersion`], [`Error::Truncated`],
-    /// [`Error::Checksum`], [`Error::Corrupt`] or [`Error::Misaligned`].
+    /// [`Error::Format`] (magic, version, truncation, checksums),
+    /// [`Error::Corrupt`] or [`Error::Misaligned`].
     pub fn from_bytes(bytes: &'a [u8]) -> Result<Self> {
         format::read(bytes, true)
     }

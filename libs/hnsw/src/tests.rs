@@ -1,6 +1,7 @@
 //! Unit tests: recall against brute force, determinism, filters/deletes,
 //! duplicates, SQ8 traversal, format round trip and corruption.
 
+use eddy_format::FormatError;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -390,44 +391,54 @@ fn format_rejects_corruption() {
         GraphView::from_bytes(buf.as_bytes()).map(|_| ())
     };
     assert_eq!(open(&bytes), Ok(()));
+    let format_err = |b: &[u8]| match open(b) {
+        Err(Error::Format(e)) => e,
+        other => panic!("expected a format error, got {other:?}"),
+    };
     // Bad magic.
     let mut b = bytes.clone();
     b[0] = b'X';
-    assert_eq!(open(&b), Err(Error::BadMagic));
+    assert!(matches!(format_err(&b), FormatError::BadMagic { .. }));
     // Future version.
     let mut b = bytes.clone();
-    b[8..12].copy_from_slice(&2u32.to_le_bytes());
+    b[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
     assert_eq!(
-        open(&b),
-        Err(Error::UnsupportedVersion {
-            found: 2,
-            supported: FORMAT_VERSION
-        })
+        format_err(&b).to_string(),
+        format!(
+            "HNSW graph written by a newer eddy: format version {}, this build reads 1..={FORMAT_VERSION}",
+            FORMAT_VERSION + 1
+        )
     );
     // Header field flipped.
     let mut b = bytes.clone();
     b[20] ^= 1;
     assert!(matches!(
-        open(&b),
-        Err(Error::Checksum { what: "header", .. })
+        format_err(&b),
+        FormatError::Checksum {
+            what: "HNSW graph header",
+            ..
+        }
     ));
     // Body byte flipped.
     let mut b = bytes.clone();
     let last = b.len() - 5;
     b[last] ^= 0x40;
     assert!(matches!(
-        open(&b),
-        Err(Error::Checksum { what: "body", .. })
+        format_err(&b),
+        FormatError::Checksum {
+            what: "HNSW graph body",
+            ..
+        }
     ));
     let buf = AlignedBytes::from_slice(&b);
     assert!(GraphView::from_bytes_unverified(buf.as_bytes()).is_ok());
     // Truncated.
-    assert!(matches!(
-        open(&bytes[..bytes.len() - 64]),
-        Err(Error::Truncated { .. })
-    ));
-    assert!(matches!(open(&bytes[..100]), Err(Error::Truncated { .. })));
-    assert!(matches!(open(&[]), Err(Error::Truncated { .. })));
+    for len in [bytes.len() - 64, 100, 0] {
+        assert!(
+            matches!(format_err(&bytes[..len]), FormatError::Truncated { .. }),
+            "{len}"
+        );
+    }
     // Misaligned start.
     let mut shifted = vec![0u8];
     shifted.extend_from_slice(&bytes);

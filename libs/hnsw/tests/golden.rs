@@ -1,8 +1,10 @@
 //! Golden file: `tests/data/v1.graph` was written once by `write_golden` (format
 //! version 1); every later build must still open it and search it.
 
+use eddy_format::FormatError;
 use eddy_hnsw::{
-    search, unreachable_count, AlignedBytes, Graph, GraphView, HnswParams, SearchContext, Space,
+    search, unreachable_count, AlignedBytes, Error, Graph, GraphView, HnswParams, SearchContext,
+    Space, FORMAT_VERSION,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -87,4 +89,37 @@ fn golden_v1_opens_and_searches() {
     let mut ids: Vec<u32> = got.iter().map(|g| g.0).collect();
     ids.sort_unstable();
     assert_eq!(ids, vec![5, 10, 20]);
+}
+
+/// Copies of the golden file damaged one way each are refused with the
+/// error that says what is wrong.
+#[test]
+fn damaged_or_newer_golden_is_refused() {
+    let bytes = std::fs::read(path()).expect("tests/data/v1.graph");
+    let open = |b: &[u8]| match GraphView::from_bytes(AlignedBytes::from_slice(b).as_bytes()) {
+        Err(Error::Format(e)) => e,
+        other => panic!("expected a format error, got {other:?}"),
+    };
+    let mut flipped = bytes.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 0x40;
+    assert!(matches!(
+        open(&flipped),
+        FormatError::Checksum {
+            what: "HNSW graph body",
+            ..
+        }
+    ));
+    assert!(matches!(
+        open(&bytes[..bytes.len() - 4]),
+        FormatError::Truncated { .. }
+    ));
+    let mut newer = bytes.clone();
+    newer[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+    let err = open(&newer);
+    assert!(
+        matches!(err, FormatError::UnsupportedVersion { found, .. } if found == FORMAT_VERSION + 1),
+        "{err}"
+    );
+    assert!(err.to_string().contains("written by a newer eddy"), "{err}");
 }
