@@ -25,6 +25,7 @@ pub use filter::{
 };
 pub use index::{
     Estimate, PayloadIndexBuilder, PayloadIndexView, FORMAT_VERSION, HEADER_LEN, MAGIC,
+    OLDEST_SUPPORTED_VERSION,
 };
 pub use plan::{plan, Plan, Planner, DEFAULT_EXACT_FRACTION, DEFAULT_EXACT_ROWS};
 
@@ -52,33 +53,10 @@ pub enum FilterError {
 /// A payload index that cannot be opened or evaluated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IndexError {
-    /// Fewer bytes than the format needs.
-    #[error("payload index truncated: need {needed} bytes, have {len}")]
-    Truncated {
-        /// Bytes needed.
-        needed: u64,
-        /// Bytes present.
-        len: u64,
-    },
-    /// The bytes do not start with [`MAGIC`].
-    #[error("not a payload index (bad magic)")]
-    BadMagic,
-    /// A format version this build cannot read.
-    #[error(
-        "payload index format version {found} is not supported (this build reads {FORMAT_VERSION})"
-    )]
-    UnsupportedVersion {
-        /// Version found in the header.
-        found: u32,
-    },
-    /// The stored CRC32 does not match the bytes.
-    #[error("payload index checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")]
-    Checksum {
-        /// CRC32 in the header.
-        stored: u32,
-        /// CRC32 of the bytes.
-        computed: u32,
-    },
+    /// Not a payload index of a readable version, cut short, or failing
+    /// its checksum.
+    #[error(transparent)]
+    Format(#[from] eddy_format::FormatError),
     /// The structure is inconsistent; the message says what.
     #[error("payload index corrupt: {0}")]
     Corrupt(String),

@@ -7,7 +7,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use eddy_filter::{FieldType, Filter, PayloadIndexBuilder, PayloadIndexView};
+use eddy_filter::{
+    FieldType, Filter, IndexError, PayloadIndexBuilder, PayloadIndexView, FORMAT_VERSION,
+};
 use serde_json::json;
 
 fn schema() -> BTreeMap<String, FieldType> {
@@ -100,4 +102,33 @@ fn golden_v1_reopens() {
         let got: Vec<u32> = view.evaluate(&f).expect("evaluate").iter().collect();
         assert_eq!(got, want, "{json}");
     }
+}
+
+/// Copies of the golden file damaged one way each are refused with the
+/// error that says what is wrong.
+#[test]
+fn damaged_or_newer_golden_is_refused() {
+    let bytes = std::fs::read(path()).expect("tests/data/v1.pidx");
+    let open = |b: &[u8]| match PayloadIndexView::open(b) {
+        Err(IndexError::Format(e)) => e.to_string(),
+        other => panic!("expected a format error, got {other:?}"),
+    };
+    let mut flipped = bytes.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 0x40;
+    assert!(
+        open(&flipped).starts_with("payload index checksum mismatch"),
+        "{}",
+        open(&flipped)
+    );
+    assert!(open(&bytes[..bytes.len() - 1]).contains("truncated"));
+    let mut newer = bytes.clone();
+    newer[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+    assert_eq!(
+        open(&newer),
+        format!(
+            "payload index written by a newer eddy: format version {}, this build reads 1..={FORMAT_VERSION}",
+            FORMAT_VERSION + 1
+        )
+    );
 }

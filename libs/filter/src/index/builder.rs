@@ -6,9 +6,12 @@ use eddy_model::FieldType;
 use roaring::RoaringBitmap;
 use serde_json::Value;
 
+use eddy_format::{Extent, U32, U64};
+use zerocopy::{FromZeros, IntoBytes};
+
 use super::format::{
-    checksum, type_code, CRC_AT, ENTRY_LEN, ENTRY_WORDS, FORMAT_VERSION, HEADER_LEN, MAGIC,
-    SECTIONS, S_A, S_B, S_C, S_D, S_E, S_HAS, S_MULTI, S_NULL,
+    checksum, type_code, FieldEntry, IndexHeader, ENTRY_LEN, HEADER_LEN, INDEX_FORMAT, SECTIONS,
+    S_A, S_B, S_C, S_D, S_E, S_HAS, S_MULTI, S_NULL,
 };
 use crate::eval::{float_value, integer_value, keyword_values};
 
@@ -118,16 +121,14 @@ impl PayloadIndexBuilder {
         let mut out = vec![0u8; HEADER_LEN + self.fields.len() * ENTRY_LEN];
         let mut entries = Vec::with_capacity(self.fields.len());
         for mut f in self.fields {
-            let mut entry = [0u64; ENTRY_WORDS];
-            let (name_off, name_len) = put(&mut out, f.name.as_bytes());
-            entry[0] = name_off;
-            entry[1] = name_len;
+            let mut entry = FieldEntry::new_zeroed();
+            entry.name = put(&mut out, f.name.as_bytes());
             for b in [&mut f.has, &mut f.null, &mut f.multi] {
                 b.remove_range(rows..);
             }
-            entry[4] = f.has.len();
-            entry[5] = f.null.len();
-            let mut sections = [(0u64, 0u64); SECTIONS];
+            entry.has_count = U64::new(f.has.len());
+            entry.null_count = U64::new(f.null.len());
+            let mut sections = [Extent::new(0, 0); SECTIONS];
             sections[S_HAS] = put_bitmap(&mut out, &f.has);
             sections[S_NULL] = put_bitmap(&mut out, &f.null);
             sections[S_MULTI] = put_bitmap(&mut out, &f.multi);
@@ -186,31 +187,23 @@ impl PayloadIndexBuilder {
                     (type_code(FieldType::Bool), 2)
                 }
             };
-            entry[2] = code;
-            entry[3] = n as u64;
-            for (i, (off, len)) in sections.iter().enumerate() {
-                entry[6 + 2 * i] = *off;
-                entry[7 + 2 * i] = *len;
-            }
+            entry.type_code = U64::new(code);
+            entry.n = U64::new(n as u64);
+            entry.sections = sections;
             entries.push(entry);
         }
         pad8(&mut out);
-        for (i, entry) in entries.iter().enumerate() {
-            let at = HEADER_LEN + i * ENTRY_LEN;
-            for (w, word) in entry.iter().enumerate() {
-                out[at + w * 8..at + w * 8 + 8].copy_from_slice(&word.to_le_bytes());
-            }
-        }
-        let total_len = out.len() as u64;
-        out[0..8].copy_from_slice(&MAGIC);
-        out[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-        out[12..16].copy_from_slice(&(HEADER_LEN as u32).to_le_bytes());
-        out[16..20].copy_from_slice(&rows.to_le_bytes());
-        out[20..24].copy_from_slice(&(entries.len() as u32).to_le_bytes());
-        out[24..32].copy_from_slice(&total_len.to_le_bytes());
-        out[32..36].copy_from_slice(&(ENTRY_LEN as u32).to_le_bytes());
-        let crc = checksum(&out);
-        out[CRC_AT..HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
+        let table = HEADER_LEN..HEADER_LEN + entries.len() * ENTRY_LEN;
+        out[table].copy_from_slice(entries.as_bytes());
+        let mut header = IndexHeader::new_zeroed();
+        header.preamble = INDEX_FORMAT.preamble::<IndexHeader>();
+        header.rows = U32::new(rows);
+        header.field_count = U32::new(entries.len() as u32);
+        header.total_len = U64::new(out.len() as u64);
+        header.entry_len = U32::new(ENTRY_LEN as u32);
+        out[..HEADER_LEN].copy_from_slice(header.as_bytes());
+        header.crc32 = U32::new(checksum(&out));
+        out[..HEADER_LEN].copy_from_slice(header.as_bytes());
         out
     }
 }
@@ -223,7 +216,7 @@ fn pad8(out: &mut Vec<u8>) {
 /// (section A) and a row column (section B); C-E stay empty.
 fn put_columns<V: Copy>(
     out: &mut Vec<u8>,
-    sections: &mut [(u64, u64)],
+    sections: &mut [Extent],
     pairs: &[(V, u32)],
     le_bytes: fn(V) -> [u8; 8],
 ) {
@@ -236,12 +229,12 @@ fn put_columns<V: Copy>(
     }
 }
 
-/// Appends an 8-byte aligned section; returns (offset, length).
-fn put(out: &mut Vec<u8>, bytes: &[u8]) -> (u64, u64) {
+/// Appends an 8-byte aligned section; returns where it lies.
+fn put(out: &mut Vec<u8>, bytes: &[u8]) -> Extent {
     pad8(out);
     let off = out.len() as u64;
     out.extend_from_slice(bytes);
-    (off, bytes.len() as u64)
+    Extent::new(off, bytes.len() as u64)
 }
 
 fn serialize(bitmap: &RoaringBitmap, out: &mut Vec<u8>) {
@@ -250,9 +243,9 @@ fn serialize(bitmap: &RoaringBitmap, out: &mut Vec<u8>) {
     let _ = bitmap.serialize_into(out);
 }
 
-fn put_bitmap(out: &mut Vec<u8>, bitmap: &RoaringBitmap) -> (u64, u64) {
+fn put_bitmap(out: &mut Vec<u8>, bitmap: &RoaringBitmap) -> Extent {
     pad8(out);
     let off = out.len();
     serialize(bitmap, out);
-    (off as u64, (out.len() - off) as u64)
+    Extent::new(off as u64, (out.len() - off) as u64)
 }

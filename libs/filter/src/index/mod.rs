@@ -31,5 +31,5 @@ mod tests;
 
 pub use builder::PayloadIndexBuilder;
 pub use estimate::Estimate;
-pub use format::{FORMAT_VERSION, HEADER_LEN, MAGIC};
+pub use format::{FORMAT_VERSION, HEADER_LEN, MAGIC, OLDEST_SUPPORTED_VERSION};
 pub use view::PayloadIndexView;

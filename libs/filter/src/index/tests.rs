@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use eddy_format::FormatError;
 use eddy_model::FieldType;
 use roaring::RoaringBitmap;
 use serde_json::{json, Value};
@@ -183,7 +184,10 @@ fn truncation_is_an_error() {
     for len in 0..bytes.len() {
         let e = PayloadIndexView::open(&bytes[..len]).expect_err("truncated");
         assert!(
-            matches!(e, IndexError::Truncated { .. } | IndexError::BadMagic),
+            matches!(
+                e,
+                IndexError::Format(FormatError::Truncated { .. } | FormatError::BadMagic { .. })
+            ),
             "len {len}: {e}"
         );
     }
@@ -196,7 +200,9 @@ fn header_errors_are_specific() {
     bad[0] = b'X';
     assert_eq!(
         PayloadIndexView::open(&bad).expect_err("magic"),
-        IndexError::BadMagic
+        IndexError::Format(FormatError::BadMagic {
+            what: "payload index"
+        })
     );
     let mut bad = bytes.clone();
     bad[8] = 2;
@@ -204,14 +210,14 @@ fn header_errors_are_specific() {
         PayloadIndexView::open(&bad)
             .expect_err("version")
             .to_string(),
-        "payload index format version 2 is not supported (this build reads 1)"
+        "payload index written by a newer eddy: format version 2, this build reads 1..=1"
     );
     let mut bad = bytes.clone();
     let last = bad.len() - 1;
     bad[last] ^= 1;
     assert!(matches!(
         PayloadIndexView::open(&bad).expect_err("crc"),
-        IndexError::Checksum { .. }
+        IndexError::Format(FormatError::Checksum { .. })
     ));
 }
 

@@ -3,10 +3,13 @@
 use eddy_model::FieldType;
 use roaring::RoaringBitmap;
 
+use eddy_format::{check_crc, FormatError, U32};
+use zerocopy::FromBytes;
+
 use super::dict::Dict;
 use super::format::{
-    checksum, half, type_from_code, word, CRC_AT, ENTRY_LEN, FORMAT_VERSION, HEADER_LEN, MAGIC,
-    S_A, S_B, S_C, S_D, S_E, S_HAS, S_MULTI, S_NULL,
+    checksum, type_from_code, FieldEntry, IndexHeader, ENTRY_LEN, HEADER_LEN, INDEX_FORMAT, S_A,
+    S_B, S_C, S_D, S_E, S_HAS, S_MULTI, S_NULL,
 };
 use crate::column::Column;
 use crate::IndexError;
@@ -87,136 +90,14 @@ impl<'a> PayloadIndexView<'a> {
     }
 
     fn open_inner(bytes: &'a [u8], verify: bool) -> Result<Self, IndexError> {
-        let len = bytes.len() as u64;
-        if bytes.len() < HEADER_LEN {
-            return Err(IndexError::Truncated {
-                needed: HEADER_LEN as u64,
-                len,
-            });
-        }
-        if bytes[..8] != MAGIC {
-            return Err(IndexError::BadMagic);
-        }
-        let version = half(bytes, 8);
-        if version != FORMAT_VERSION {
-            return Err(IndexError::UnsupportedVersion { found: version });
-        }
-        let header_len = half(bytes, 12);
-        let entry_len = half(bytes, 32);
-        if header_len as usize != HEADER_LEN || entry_len as usize != ENTRY_LEN {
-            return Err(corrupt(format!(
-                "header length {header_len} / entry length {entry_len}, expected {HEADER_LEN} / {ENTRY_LEN}"
-            )));
-        }
-        let rows = half(bytes, 16);
-        let field_count = half(bytes, 20) as u64;
-        let total_len = word(bytes, 24);
-        if total_len > len {
-            return Err(IndexError::Truncated {
-                needed: total_len,
-                len,
-            });
-        }
-        let table_end = HEADER_LEN as u64 + field_count * ENTRY_LEN as u64;
-        if total_len < table_end {
-            return Err(corrupt(format!(
-                "total length {total_len} is shorter than the field table ({table_end} bytes)"
-            )));
-        }
-        // Both fit: total_len <= bytes.len().
-        let bytes = &bytes[..total_len as usize];
-        if verify {
-            let stored = half(bytes, CRC_AT);
-            let computed = checksum(bytes);
-            if stored != computed {
-                return Err(IndexError::Checksum { stored, computed });
+        let (rows, table, bytes) = checked_table(bytes, verify)?;
+        let mut fields: Vec<FieldView<'a>> = Vec::with_capacity(table.len());
+        for (i, entry) in table.iter().enumerate() {
+            let field = read_field(i, entry, bytes)?;
+            if fields.last().is_some_and(|prev| prev.name >= field.name) {
+                return Err(corrupt("field table is not sorted by name"));
             }
-        }
-        let mut fields = Vec::with_capacity(field_count as usize);
-        for i in 0..field_count as usize {
-            let at = HEADER_LEN + i * ENTRY_LEN;
-            let w = |k: usize| word(bytes, at + k * 8);
-            let section = |s: usize| -> Result<&'a [u8], IndexError> {
-                let (off, len) = (w(6 + 2 * s), w(7 + 2 * s));
-                match off.checked_add(len) {
-                    Some(end) if end <= total_len => Ok(&bytes[off as usize..end as usize]),
-                    _ => Err(corrupt(format!(
-                        "field #{i} section {s} ({off}+{len}) is out of bounds ({total_len} bytes)"
-                    ))),
-                }
-            };
-            let name_end = w(0).checked_add(w(1)).filter(|&e| e <= total_len);
-            let name = name_end
-                .and_then(|end| bytes.get(w(0) as usize..end as usize))
-                .ok_or_else(|| corrupt(format!("field #{i} name is out of bounds")))?;
-            let name = std::str::from_utf8(name)
-                .map_err(|_| corrupt(format!("field #{i} name is not UTF-8")))?;
-            let ty = type_from_code(w(2))
-                .ok_or_else(|| corrupt(format!("field '{name}' has unknown type code {}", w(2))))?;
-            let n = to_usize(w(3), "entry count")?;
-            let bad_len =
-                |s: usize| corrupt(format!("field '{name}' section {s} has the wrong length"));
-            let exact = |s: usize, want: Option<usize>| -> Result<&'a [u8], IndexError> {
-                let b = section(s)?;
-                if Some(b.len()) == want {
-                    Ok(b)
-                } else {
-                    Err(bad_len(s))
-                }
-            };
-            let kind = match ty {
-                FieldType::Keyword => {
-                    let offs_len = n.checked_add(1).and_then(|m| m.checked_mul(8));
-                    let dict = Dict {
-                        n,
-                        key_offs: Column::new(exact(S_A, offs_len)?).ok_or_else(|| bad_len(S_A))?,
-                        keys: section(S_B)?,
-                        bm_offs: Column::new(exact(S_C, offs_len)?).ok_or_else(|| bad_len(S_C))?,
-                        bitmaps: section(S_E)?,
-                        counts: Column::new(exact(S_D, n.checked_mul(4))?)
-                            .ok_or_else(|| bad_len(S_D))?,
-                    };
-                    Kind::Keyword(dict)
-                }
-                FieldType::Integer | FieldType::Float => {
-                    let values = exact(S_A, n.checked_mul(8))?;
-                    let row_ids =
-                        Column::new(exact(S_B, n.checked_mul(4))?).ok_or_else(|| bad_len(S_B))?;
-                    if ty == FieldType::Integer {
-                        Kind::Integer {
-                            values: Column::new(values).ok_or_else(|| bad_len(S_A))?,
-                            rows: row_ids,
-                        }
-                    } else {
-                        Kind::Float {
-                            values: Column::new(values).ok_or_else(|| bad_len(S_A))?,
-                            rows: row_ids,
-                        }
-                    }
-                }
-                FieldType::Bool => {
-                    let counts = exact(S_D, Some(8))?;
-                    Kind::Bool {
-                        bitmaps: [section(S_A)?, section(S_B)?],
-                        counts: [u64::from(half(counts, 0)), u64::from(half(counts, 4))],
-                    }
-                }
-            };
-            if let Some(prev) = fields.last().map(|f: &FieldView<'_>| f.name) {
-                if prev >= name {
-                    return Err(corrupt("field table is not sorted by name"));
-                }
-            }
-            fields.push(FieldView {
-                name,
-                ty,
-                has_count: w(4),
-                null_count: w(5),
-                has: section(S_HAS)?,
-                null: section(S_NULL)?,
-                multi: section(S_MULTI)?,
-                kind,
-            });
+            fields.push(field);
         }
         Ok(Self { rows, fields })
     }
@@ -283,4 +164,130 @@ impl<'a> PayloadIndexView<'a> {
         u.insert_range(0..self.rows);
         u
     }
+}
+
+/// Checks the header, the field table's bounds and (when `verify`) the CRC;
+/// returns the row count, the field table and the bytes up to `total_len`.
+fn checked_table(bytes: &[u8], verify: bool) -> Result<(u32, &[FieldEntry], &[u8]), IndexError> {
+    let len = bytes.len() as u64;
+    let header: &IndexHeader = INDEX_FORMAT.read_header(bytes)?;
+    let entry_len = header.entry_len.get();
+    if entry_len as usize != ENTRY_LEN {
+        return Err(corrupt(format!(
+            "entry length {entry_len}, expected {ENTRY_LEN}"
+        )));
+    }
+    let rows = header.rows.get();
+    let field_count = header.field_count.get() as usize;
+    let total_len = header.total_len.get();
+    if total_len > len {
+        return Err(FormatError::Truncated {
+            what: INDEX_FORMAT.what,
+            need: total_len,
+            have: len,
+        }
+        .into());
+    }
+    // Fits: total_len <= bytes.len().
+    let bytes = &bytes[..total_len as usize];
+    let table = bytes
+        .get(HEADER_LEN..)
+        .and_then(|rest| <[FieldEntry]>::ref_from_prefix_with_elems(rest, field_count).ok())
+        .map(|(table, _)| table)
+        .ok_or_else(|| {
+            corrupt(format!(
+                "total length {total_len} is shorter than the field table ({} bytes)",
+                HEADER_LEN as u64 + field_count as u64 * ENTRY_LEN as u64
+            ))
+        })?;
+    if verify {
+        check_crc(INDEX_FORMAT.what, header.crc32.get(), checksum(bytes))?;
+    }
+    Ok((rows, table, bytes))
+}
+
+/// Reads field-table entry `i` and checks that its sections lie inside
+/// `bytes` with the lengths its type implies.
+fn read_field<'a>(
+    i: usize,
+    entry: &FieldEntry,
+    bytes: &'a [u8],
+) -> Result<FieldView<'a>, IndexError> {
+    let total_len = bytes.len();
+    let section = |s: usize| -> Result<&'a [u8], IndexError> {
+        let extent = &entry.sections[s];
+        extent.range(bytes.len()).map(|r| &bytes[r]).ok_or_else(|| {
+            corrupt(format!(
+                "field #{i} section {s} ({}+{}) is out of bounds ({total_len} bytes)",
+                extent.offset, extent.len
+            ))
+        })
+    };
+    let name = entry
+        .name
+        .range(bytes.len())
+        .map(|r| &bytes[r])
+        .ok_or_else(|| corrupt(format!("field #{i} name is out of bounds")))?;
+    let name =
+        std::str::from_utf8(name).map_err(|_| corrupt(format!("field #{i} name is not UTF-8")))?;
+    let code = entry.type_code.get();
+    let ty = type_from_code(code)
+        .ok_or_else(|| corrupt(format!("field '{name}' has unknown type code {code}")))?;
+    let n = to_usize(entry.n.get(), "entry count")?;
+    let bad_len = |s: usize| corrupt(format!("field '{name}' section {s} has the wrong length"));
+    let exact = |s: usize, want: Option<usize>| -> Result<&'a [u8], IndexError> {
+        let b = section(s)?;
+        if Some(b.len()) == want {
+            Ok(b)
+        } else {
+            Err(bad_len(s))
+        }
+    };
+    let kind = match ty {
+        FieldType::Keyword => {
+            let offs_len = n.checked_add(1).and_then(|m| m.checked_mul(8));
+            let dict = Dict {
+                n,
+                key_offs: Column::new(exact(S_A, offs_len)?).ok_or_else(|| bad_len(S_A))?,
+                keys: section(S_B)?,
+                bm_offs: Column::new(exact(S_C, offs_len)?).ok_or_else(|| bad_len(S_C))?,
+                bitmaps: section(S_E)?,
+                counts: Column::new(exact(S_D, n.checked_mul(4))?).ok_or_else(|| bad_len(S_D))?,
+            };
+            Kind::Keyword(dict)
+        }
+        FieldType::Integer | FieldType::Float => {
+            let values = exact(S_A, n.checked_mul(8))?;
+            let row_ids = Column::new(exact(S_B, n.checked_mul(4))?).ok_or_else(|| bad_len(S_B))?;
+            if ty == FieldType::Integer {
+                Kind::Integer {
+                    values: Column::new(values).ok_or_else(|| bad_len(S_A))?,
+                    rows: row_ids,
+                }
+            } else {
+                Kind::Float {
+                    values: Column::new(values).ok_or_else(|| bad_len(S_A))?,
+                    rows: row_ids,
+                }
+            }
+        }
+        FieldType::Bool => {
+            let [falses, trues] =
+                <[U32; 2]>::read_from_bytes(exact(S_D, Some(8))?).map_err(|_| bad_len(S_D))?;
+            Kind::Bool {
+                bitmaps: [section(S_A)?, section(S_B)?],
+                counts: [u64::from(falses.get()), u64::from(trues.get())],
+            }
+        }
+    };
+    Ok(FieldView {
+        name,
+        ty,
+        has_count: entry.has_count.get(),
+        null_count: entry.null_count.get(),
+        has: section(S_HAS)?,
+        null: section(S_NULL)?,
+        multi: section(S_MULTI)?,
+        kind,
+    })
 }
