@@ -22,6 +22,15 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A store file is of a format version this build does not read, or
+    /// fails its checksum or framing checks.
+    #[error("{path}: {source}")]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// Which check failed.
+        source: eddy_format::FormatError,
+    },
     /// Another writer published this manifest version first.
     #[error("manifest version {version} of {collection} already exists")]
     Conflict {

@@ -8,13 +8,23 @@
 //! published with compare-and-swap (a hard link that refuses to replace), so
 //! two writers can never both create version N+1 (DESIGN.md, "Segments and
 //! manifests").
+//!
+//! Every file the store writes has a format version and a checksum:
+//! manifests and collection definitions are JSON in a versioned,
+//! checksummed envelope ([`JsonFormat`]), delete files carry a binary
+//! `eddy_format` header; readers refuse newer versions and damaged files
+//! with an error naming the file.
 
+mod deletes;
+mod envelope;
 mod error;
 mod fsck;
 mod gc;
 mod manifest;
 mod store;
 
+pub use deletes::{DELETES_FORMAT_VERSION, DELETES_MAGIC};
+pub use envelope::{JsonFormat, COLLECTION_FORMAT, MANIFEST_FORMAT};
 pub use error::{Error, Result};
 pub use fsck::{fsck, FsckReport};
 pub use gc::{GcPolicy, GcReport};

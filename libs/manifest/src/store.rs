@@ -11,7 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use eddy_model::CollectionDef;
 use roaring::RoaringBitmap;
 
-use crate::{Error, Manifest, Result};
+use crate::envelope::{COLLECTION_FORMAT, MANIFEST_FORMAT};
+use crate::{deletes, Error, Manifest, Result};
 
 /// Outcome of an idempotent collection create.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,10 +118,7 @@ impl Store {
             fs::create_dir_all(&d).map_err(Error::io(&d))?;
         }
         let path = dir.join("collection.json");
-        let bytes = serde_json::to_vec_pretty(&def).map_err(|e| Error::Corrupt {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
+        let bytes = COLLECTION_FORMAT.encode(&path, &def)?;
         if create_exclusive(&path, &bytes)? {
             return Ok(CreateOutcome::Created);
         }
@@ -141,11 +139,7 @@ impl Store {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(Error::Io { path, source: e }),
         };
-        let def: CollectionDef = serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
-        Ok(Some(def))
+        COLLECTION_FORMAT.decode(&path, &bytes).map(Some)
     }
 
     /// Every collection in the store, by name.
@@ -203,10 +197,7 @@ impl Store {
             .join("manifests")
             .join(manifest_file(version));
         let bytes = fs::read(&path).map_err(Error::io(&path))?;
-        serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
-            path,
-            reason: e.to_string(),
-        })
+        MANIFEST_FORMAT.decode(&path, &bytes)
     }
 
     /// Publishes `manifest` as its version, only if that version does not
@@ -216,10 +207,7 @@ impl Store {
             .dir(&manifest.collection)
             .join("manifests")
             .join(manifest_file(manifest.version));
-        let bytes = serde_json::to_vec_pretty(manifest).map_err(|e| Error::Corrupt {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
+        let bytes = MANIFEST_FORMAT.encode(&path, manifest)?;
         if create_exclusive(&path, &bytes)? {
             Ok(())
         } else {
@@ -265,12 +253,7 @@ impl Store {
     ) -> Result<String> {
         let name = format!("{segment}.{}.del", unique_suffix());
         let path = self.dir(collection).join("deletes").join(&name);
-        let mut bytes = Vec::with_capacity(deleted.serialized_size() + 4);
-        deleted
-            .serialize_into(&mut bytes)
-            .map_err(Error::io(&path))?;
-        let crc = crc32(&bytes);
-        bytes.extend_from_slice(&crc.to_le_bytes());
+        let bytes = deletes::encode(deleted).map_err(Error::io(&path))?;
         if !create_exclusive(&path, &bytes)? {
             return Err(Error::Io {
                 path,
@@ -284,33 +267,8 @@ impl Store {
     pub fn read_deletes(&self, collection: &str, name: &str) -> Result<RoaringBitmap> {
         let path = self.dir(collection).join("deletes").join(name);
         let bytes = fs::read(&path).map_err(Error::io(&path))?;
-        let corrupt = |reason: &str| Error::Corrupt {
-            path: path.clone(),
-            reason: reason.to_owned(),
-        };
-        let split = bytes
-            .len()
-            .checked_sub(4)
-            .ok_or_else(|| corrupt("too short"))?;
-        let (body, crc) = bytes.split_at(split);
-        if crc32(body).to_le_bytes() != crc {
-            return Err(corrupt("checksum mismatch"));
-        }
-        RoaringBitmap::deserialize_from(body).map_err(|_| corrupt("invalid roaring bitmap"))
+        deletes::decode(&path, &bytes)
     }
-}
-
-fn crc32(bytes: &[u8]) -> u32 {
-    // Roaring's own format has no checksum; a small bitwise CRC-32 keeps this
-    // crate free of another dependency and delete files are small.
-    let mut crc = 0xffff_ffffu32;
-    for &b in bytes {
-        crc ^= u32::from(b);
-        for _ in 0..8 {
-            crc = (crc >> 1) ^ (0xedb8_8320 & (crc & 1).wrapping_neg());
-        }
-    }
-    !crc
 }
 
 #[cfg(test)]
@@ -397,9 +355,8 @@ mod tests {
         let mut bytes = fs::read(&path).expect("read");
         bytes[0] ^= 1;
         fs::write(&path, bytes).expect("write");
-        assert!(matches!(
-            store.read_deletes("c", &name),
-            Err(Error::Corrupt { .. })
-        ));
+        let err = store.read_deletes("c", &name).expect_err("damaged");
+        assert!(matches!(err, Error::Format { .. }), "{err}");
+        assert!(err.to_string().contains(&name), "{err}");
     }
 }
