@@ -1,247 +1,150 @@
-//! The background indexer: builds the graph and SQ8 codes of sealed
-//! segments on a bounded rayon pool and publishes them with a manifest
-//! version that names the segment's index file.
+//! Maintenance: the background thread that keeps a collection's segments
+//! cheap to search, one module per job, and the loop that schedules them:
+//!
+//! - `index_build`: builds the graph and SQ8 codes of sealed segments on a
+//!   bounded rayon pool and publishes them with a manifest version that names
+//!   the segment's index file;
+//! - [`merge`]: combines a size tier of small segments into one;
+//! - `gc`: removes old manifest versions and files no retained version
+//!   names.
 //!
 //! Segments are published flat first (searchable by exact scan at once), so
-//! ingest speed is never capped by graph-build speed. The indexer works
-//! from the manifest alone: after a crash, or for segments another process
-//! sealed, it finds every live segment without an index and builds it.
-//! Two processes indexing the same segment both write (uniquely named)
-//! files; the manifest compare-and-swap keeps one and the other is removed.
+//! ingest speed is never capped by graph-build speed. Maintenance works from
+//! the manifest alone: after a crash, or for segments another process
+//! sealed, it finds every listed segment without an index and builds it.
+//! Two processes doing the same job both write (uniquely named) files; the
+//! manifest compare-and-swap keeps one and the other is removed.
+
+mod error;
+mod gc;
+mod index_build;
+pub mod merge;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use eddy_manifest::{GcPolicy, Manifest, Store};
-use eddy_segment::{IndexParams, Segment};
-use tracing::{info, warn};
+use eddy_manifest::Store;
+use eddy_model::CollectionDef;
+use eddy_segment::IndexParams;
+use tracing::warn;
 
-use crate::merge::{publish_merged, write_merged, MergePolicy};
+use crate::config::IngestConfig;
+use crate::error::{Error, Result};
 use crate::metrics::IngestMetrics;
 
-/// What the indexer needs.
-pub(crate) struct Indexer {
-    pub(crate) store: Store,
-    pub(crate) params: IndexParams,
-    pub(crate) pool: rayon::ThreadPool,
-    pub(crate) metrics: IngestMetrics,
-    pub(crate) poll: Duration,
-    pub(crate) merge: MergePolicy,
+pub use error::MaintenanceError;
+pub use gc::GcSchedule;
+use merge::MergePolicy;
+
+/// Name of the maintenance thread.
+const THREAD_NAME: &str = "eddy-maintenance";
+
+/// The maintenance thread's settings and handles.
+pub(crate) struct Maintenance {
+    store: Store,
+    /// How segment indexes are built.
+    params: IndexParams,
+    /// The pool that builds segment indexes (`--index-threads`).
+    pool: rayon::ThreadPool,
+    metrics: IngestMetrics,
+    /// Sleep between passes that found nothing to do.
+    poll: Duration,
+    merge: MergePolicy,
     /// Garbage collection of old manifests and unreferenced files (None = off).
-    pub(crate) gc: Option<GcSchedule>,
+    gc: Option<GcSchedule>,
 }
 
-/// When and what the indexer's garbage collection removes.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct GcSchedule {
-    /// Time between passes.
-    pub(crate) every: Duration,
-    /// What each collection keeps.
-    pub(crate) policy: GcPolicy,
+/// What the loop remembers between passes.
+#[derive(Debug, Default)]
+struct Progress {
+    /// `(collection, segment)` whose index build failed, not retried until
+    /// restart (logged and counted; they stay searchable exactly).
+    failed_builds: HashSet<(String, String)>,
+    /// When garbage was last collected.
+    last_gc: Option<Instant>,
 }
 
-/// Outcome of trying to index one segment.
-enum Built {
-    /// Published in this manifest version.
-    Published(u64),
-    /// The segment left the manifest, or got an index from someone else.
-    Superseded,
-}
+impl Maintenance {
+    /// Maintenance as `config` says, over `store`.
+    pub(crate) fn new(config: &IngestConfig, store: Store, metrics: IngestMetrics) -> Result<Self> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(config.index_threads.max(1))
+            .thread_name(|i| format!("eddy-index-{i}"))
+            .build()?;
+        Ok(Self {
+            store,
+            params: config.index_params(),
+            pool,
+            metrics,
+            poll: Duration::from_millis(config.index_poll_ms.max(10)),
+            merge: config.merge_policy(),
+            gc: config.gc_schedule(),
+        })
+    }
 
-impl Indexer {
-    /// Runs until `stop` is set: indexes the oldest unindexed segment of
-    /// each collection, one at a time.
-    pub(crate) fn run(self, stop: Arc<AtomicBool>) {
-        // Segments whose build failed, not retried until restart (logged and
-        // counted; they stay searchable exactly).
-        let mut failed: HashSet<(String, String)> = HashSet::new();
-        let mut last_gc: Option<Instant> = None;
+    /// Runs [`Maintenance::run`] on its own thread until `stop` is set.
+    pub(crate) fn spawn(self, stop: Arc<AtomicBool>) -> Result<()> {
+        std::thread::Builder::new()
+            .name(THREAD_NAME.into())
+            .spawn(move || self.run(&stop))
+            .map_err(|source| Error::Thread {
+                name: THREAD_NAME.into(),
+                source,
+            })?;
+        Ok(())
+    }
+
+    /// Runs passes until `stop` is set, sleeping after a pass that found
+    /// nothing to do.
+    pub(crate) fn run(&self, stop: &AtomicBool) {
+        let mut progress = Progress::default();
         while !stop.load(Ordering::Relaxed) {
-            let mut worked = false;
-            let collections = match self.store.collections() {
-                Ok(c) => c,
-                Err(e) => {
-                    warn!(error = %e, "indexer: listing collections");
-                    Vec::new()
-                }
-            };
-            if let Some(gc) = &self.gc {
-                if last_gc.is_none_or(|t| t.elapsed() >= gc.every) {
-                    last_gc = Some(Instant::now());
-                    for def in &collections {
-                        self.collect_garbage(&def.name, &gc.policy);
-                    }
-                }
-            }
-            for def in collections {
-                let manifest = match self.store.latest_manifest(&def.name) {
-                    Ok(m) => m,
-                    Err(e) => {
-                        warn!(collection = %def.name, error = %e, "indexer: reading the manifest");
-                        continue;
-                    }
-                };
-                if let Some(inputs) = self.merge.pick(&manifest) {
-                    worked = true;
-                    self.merge_one(&def, &manifest, &inputs);
-                    continue;
-                }
-                let name = def.name;
-                let pending = pending(&manifest, self.params.min_rows);
-                self.metrics
-                    .unindexed_rows
-                    .with_label_values(&[&name])
-                    .set(pending.iter().map(|(_, rows)| *rows as i64).sum());
-                let Some((segment, _)) = pending
-                    .into_iter()
-                    .find(|(id, _)| !failed.contains(&(name.clone(), id.clone())))
-                else {
-                    continue;
-                };
-                worked = true;
-                let started = Instant::now();
-                match self.index_one(&name, &segment) {
-                    Ok(Built::Published(version)) => {
-                        let took = started.elapsed();
-                        self.metrics.index_seconds.observe(took.as_secs_f64());
-                        self.count(&name, "published");
-                        info!(collection = %name, %segment, version, took_ms = took.as_millis() as u64, "segment indexed");
-                    }
-                    Ok(Built::Superseded) => self.count(&name, "superseded"),
-                    Err(e) => {
-                        self.count(&name, "failed");
-                        warn!(collection = %name, %segment, error = %e, "indexing failed; the segment stays exact-scanned");
-                        failed.insert((name.clone(), segment));
-                    }
-                }
-                if stop.load(Ordering::Relaxed) {
-                    return;
-                }
-            }
-            if !worked {
+            if !self.pass(&mut progress, stop) {
                 std::thread::sleep(self.poll);
             }
         }
     }
 
-    /// One garbage-collection pass over `collection`, logged and counted.
-    fn collect_garbage(&self, collection: &str, policy: &GcPolicy) {
-        match self
-            .store
-            .collect_garbage(collection, policy, SystemTime::now())
-        {
-            Ok(report) => {
-                for (kind, n) in [
-                    ("manifest", report.manifests),
-                    ("segment", report.segments),
-                    ("index", report.indexes),
-                    ("delete", report.deletes),
-                    ("other", report.other),
-                ] {
-                    self.metrics
-                        .gc_files
-                        .with_label_values(&[collection, kind])
-                        .inc_by(n as u64);
-                }
-                self.metrics
-                    .gc_bytes
-                    .with_label_values(&[collection])
-                    .inc_by(report.bytes);
-                if report.files() > 0 {
-                    info!(collection, ?report, "garbage collected");
-                }
-            }
-            Err(e) => warn!(collection, error = %e, "garbage collection failed"),
-        }
-    }
-
-    /// Merges `inputs` (a tier the policy picked) and publishes the result.
-    fn merge_one(&self, def: &eddy_model::CollectionDef, manifest: &Manifest, inputs: &[String]) {
-        let started = Instant::now();
-        let outcome = write_merged(&self.store, def, manifest, inputs)
-            .and_then(|merged| Ok((publish_merged(&self.store, &def.name, &merged)?, merged)));
-        let label = match &outcome {
-            Ok((Some(version), merged)) => {
-                info!(collection = %def.name, inputs = inputs.len(), rows = merged.rows, segment = %merged.id, version, took_ms = started.elapsed().as_millis() as u64, "segments merged");
-                "published"
-            }
-            Ok((None, _)) => "superseded",
+    /// One pass: garbage collection when due, then for each collection a
+    /// merge if one is due, else the index of its oldest unindexed segment.
+    /// Returns whether any job ran.
+    fn pass(&self, progress: &mut Progress, stop: &AtomicBool) -> bool {
+        let collections = match self.store.collections() {
+            Ok(c) => c,
             Err(e) => {
-                warn!(collection = %def.name, error = %e, "merge failed");
-                "failed"
+                warn!(error = %e, "maintenance: listing collections");
+                Vec::new()
             }
         };
-        self.metrics
-            .merges
-            .with_label_values(&[&def.name, label])
-            .inc();
-        if label == "failed" {
-            // Do not spin on a merge that keeps failing.
-            std::thread::sleep(self.poll);
-        }
-    }
-
-    fn count(&self, collection: &str, outcome: &str) {
-        self.metrics
-            .index_builds
-            .with_label_values(&[collection, outcome])
-            .inc();
-    }
-
-    /// Builds, writes and publishes the index of one segment.
-    fn index_one(&self, collection: &str, segment: &str) -> Result<Built, String> {
-        let seg = Segment::open(&self.store.segment_path(collection, segment))
-            .map_err(|e| e.to_string())?;
-        let name = self.store.new_index_name(segment);
-        let path = self.store.index_path(collection, &name);
-        let written = self
-            .pool
-            .install(|| eddy_segment::build_index(&seg, &self.params, &path))
-            .map_err(|e| e.to_string())?;
-        if written.is_none() {
-            return Ok(Built::Superseded);
-        }
-        loop {
-            let latest = self
-                .store
-                .latest_manifest(collection)
-                .map_err(|e| e.to_string())?;
-            let Some(pos) = latest
-                .segments
-                .iter()
-                .position(|s| s.id == segment && s.index.is_none())
-            else {
-                remove_quietly(&path);
-                return Ok(Built::Superseded);
-            };
-            let mut next = latest.successor();
-            next.segments[pos].index = Some(name.clone());
-            match self.store.publish(&next) {
-                Ok(()) => return Ok(Built::Published(next.version)),
-                Err(eddy_manifest::Error::Conflict { .. }) => continue,
-                Err(e) => {
-                    remove_quietly(&path);
-                    return Err(e.to_string());
+        self.collect_garbage_if_due(&collections, &mut progress.last_gc);
+        let mut worked = false;
+        for def in &collections {
+            if self.maintain(def, &mut progress.failed_builds) {
+                worked = true;
+                if stop.load(Ordering::Relaxed) {
+                    break;
                 }
             }
         }
+        worked
     }
-}
 
-/// Live segments that should have an index and do not, oldest first.
-fn pending(manifest: &Manifest, min_rows: usize) -> Vec<(String, u64)> {
-    manifest
-        .segments
-        .iter()
-        .filter(|s| s.index.is_none() && s.rows >= min_rows.max(1) as u64)
-        .map(|s| (s.id.clone(), s.rows))
-        .collect()
-}
-
-fn remove_quietly(path: &std::path::Path) {
-    if let Err(e) = std::fs::remove_file(path) {
-        warn!(path = %path.display(), error = %e, "removing an unused index file");
+    /// Runs the next due job of one collection: a merge, else an index
+    /// build. Returns whether one ran.
+    fn maintain(&self, def: &CollectionDef, failed_builds: &mut HashSet<(String, String)>) -> bool {
+        let manifest = match self.store.latest_manifest(&def.name) {
+            Ok(m) => m,
+            Err(e) => {
+                warn!(collection = %def.name, error = %e, "maintenance: reading the manifest");
+                return false;
+            }
+        };
+        if let Some(inputs) = self.merge.pick(&manifest) {
+            self.merge_tier(def, &manifest, &inputs);
+            return true;
+        }
+        self.index_next(&def.name, &manifest, failed_builds)
     }
 }
