@@ -113,12 +113,7 @@ impl CollectionState {
                     self.publish_gauges();
                     return Ok(starts);
                 }
-                Err(eddy_manifest::Error::Conflict { .. }) => {
-                    self.metrics
-                        .cas_conflicts
-                        .with_label_values(&[&self.def.name])
-                        .inc();
-                }
+                Err(eddy_manifest::Error::Conflict { .. }) => self.count_conflict(),
                 Err(e) => return Err(e.into()),
             }
         }
@@ -236,6 +231,15 @@ impl CollectionState {
         self.owned
             .iter()
             .any(|(p, o)| o.next > self.manifest.next_offset(*p))
+    }
+
+    /// Counts a manifest compare-and-swap conflict (another writer
+    /// published first; the caller retries on the newer version).
+    fn count_conflict(&self) {
+        self.metrics
+            .cas_conflicts
+            .with_label_values(&[&self.def.name])
+            .inc();
     }
 
     fn publish_gauges(&self) {

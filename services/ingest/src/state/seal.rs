@@ -124,12 +124,7 @@ impl CollectionState {
                     self.manifest = next;
                     return Ok(SealOutcome { version, committed });
                 }
-                Err(eddy_manifest::Error::Conflict { .. }) => {
-                    self.metrics
-                        .cas_conflicts
-                        .with_label_values(&[&self.def.name])
-                        .inc();
-                }
+                Err(eddy_manifest::Error::Conflict { .. }) => self.count_conflict(),
                 Err(e) => return Err(e.into()),
             }
         }
