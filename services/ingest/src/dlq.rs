@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use eddy_kafka::KafkaSettings;
 use parking_lot::Mutex;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -15,8 +16,8 @@ use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, Prod
 use rdkafka::{ClientConfig, ClientContext, Message};
 use tracing::{info, warn};
 
+use crate::error::{Error, Result};
 use crate::metrics::IngestMetrics;
-use crate::{Error, Result};
 
 /// Header naming the rejection reason (closed set, e.g. `non_finite`).
 pub const HEADER_REASON: &str = "eddy-reason";
@@ -84,21 +85,19 @@ pub(crate) struct DeadLetters {
 impl DeadLetters {
     /// A producer for `<source_topic>.dlq`; creates the topic if missing.
     pub(crate) fn new(
-        client: &ClientConfig,
+        kafka: &KafkaSettings,
         source_topic: &str,
         collection: &str,
         metrics: IngestMetrics,
     ) -> Result<Self> {
         let topic = format!("{source_topic}.dlq");
-        let mut config = client.clone();
-        config
-            .set("acks", "all")
-            .set("enable.idempotence", "true")
-            .set("linger.ms", "5");
-        let producer: BaseProducer<DlqContext> = config.create_with_context(DlqContext {
-            failed: Mutex::new(Vec::new()),
-        })?;
-        create_topic(client, &topic);
+        let producer: BaseProducer<DlqContext> = kafka
+            .dead_letter_producer()
+            .create_with_context(DlqContext {
+                failed: Mutex::new(Vec::new()),
+            })
+            .map_err(Error::kafka("creating the dead-letter producer"))?;
+        create_topic(&kafka.admin(), &topic);
         Ok(Self {
             topic,
             collection: collection.to_owned(),
@@ -108,7 +107,8 @@ impl DeadLetters {
         })
     }
 
-    /// Queues a rejected event for the dead-letter topic.
+    /// Queues a rejected event for the dead-letter topic (counted as
+    /// `produced`; [`DeadLetters::flush`] waits for its acknowledgement).
     pub(crate) fn send(
         &self,
         key: Option<&[u8]>,
@@ -142,6 +142,10 @@ impl DeadLetters {
             value: value.map(<[u8]>::to_vec),
             headers,
         });
+        self.metrics
+            .dlq
+            .with_label_values(&[&self.collection, "produced"])
+            .inc();
     }
 
     fn enqueue(&self, letter: Letter) {
@@ -186,18 +190,11 @@ impl DeadLetters {
                 self.enqueue(letter);
             }
         }
-        Err(Error::Kafka(format!(
-            "dead letters to {} not acknowledged; seal postponed",
-            self.topic
-        )))
-    }
-
-    /// Counts a dead letter sent.
-    pub(crate) fn count_sent(&self) {
-        self.metrics
-            .dlq
-            .with_label_values(&[&self.collection, "produced"])
-            .inc();
+        let queued = self.producer.in_flight_count().max(0) as usize;
+        Err(Error::DeadLettersPending {
+            topic: self.topic.clone(),
+            pending: queued + self.producer.context().failed.lock().len(),
+        })
     }
 }
 

@@ -1,8 +1,75 @@
-//! Ingest metrics: handles built from a registry that is passed in.
+//! Ingest metrics: handles built from a registry that is passed in, and
+//! their names as constants (the dashboards in `dashboards/` use exactly
+//! these names).
 
 use prometheus::{
     exponential_buckets, Histogram, HistogramOpts, IntCounterVec, IntGaugeVec, Registry,
 };
+
+/// Events consumed, by collection and outcome.
+pub const EVENTS_TOTAL: &str = "eddy_ingest_events_total";
+/// Events rejected, by collection and reason.
+pub const REJECTED_TOTAL: &str = "eddy_ingest_rejected_total";
+/// Consumer lag per partition.
+pub const CONSUMER_LAG: &str = "eddy_ingest_consumer_lag";
+/// First offset not covered by the newest manifest, per partition.
+pub const NEXT_OFFSET: &str = "eddy_ingest_next_offset";
+/// Rows in the growing buffer.
+pub const GROWING_ROWS: &str = "eddy_ingest_growing_rows";
+/// Segments the newest manifest lists.
+pub const SEGMENTS: &str = "eddy_ingest_segments";
+/// Newest manifest version published or seen.
+pub const MANIFEST_VERSION: &str = "eddy_ingest_manifest_version";
+/// Seals published.
+pub const SEALS_TOTAL: &str = "eddy_ingest_seals_total";
+/// Manifest compare-and-swap conflicts.
+pub const MANIFEST_CONFLICTS_TOTAL: &str = "eddy_ingest_manifest_conflicts_total";
+/// Partitions stopped because retention deleted unread data.
+pub const STALLED_PARTITIONS: &str = "eddy_ingest_stalled_partitions";
+/// Partitions this process owns.
+pub const ASSIGNED_PARTITIONS: &str = "eddy_ingest_assigned_partitions";
+/// Time to write, fsync and publish one seal.
+pub const SEAL_DURATION_SECONDS: &str = "eddy_ingest_seal_duration_seconds";
+/// Sealed rows whose segment graph is not built yet.
+pub const UNINDEXED_ROWS: &str = "eddy_ingest_unindexed_rows";
+/// 1 while consumption is paused for graph building to catch up.
+pub const BACKPRESSURE: &str = "eddy_ingest_backpressure";
+/// Dead letters, by outcome.
+pub const DLQ_TOTAL: &str = "eddy_ingest_dlq_total";
+/// Segment merges, by outcome.
+pub const MERGES_TOTAL: &str = "eddy_ingest_merges_total";
+/// Segment index builds, by outcome.
+pub const INDEX_BUILDS_TOTAL: &str = "eddy_ingest_index_builds_total";
+/// Time to build, write and publish one segment index.
+pub const INDEX_BUILD_DURATION_SECONDS: &str = "eddy_ingest_index_build_duration_seconds";
+/// Files removed by garbage collection, by kind.
+pub const GC_FILES_TOTAL: &str = "eddy_ingest_gc_files_total";
+/// Bytes freed by garbage collection.
+pub const GC_BYTES_TOTAL: &str = "eddy_ingest_gc_bytes_total";
+
+/// Every metric name eddy-ingest registers.
+pub const NAMES: [&str; 20] = [
+    EVENTS_TOTAL,
+    REJECTED_TOTAL,
+    CONSUMER_LAG,
+    NEXT_OFFSET,
+    GROWING_ROWS,
+    SEGMENTS,
+    MANIFEST_VERSION,
+    SEALS_TOTAL,
+    MANIFEST_CONFLICTS_TOTAL,
+    STALLED_PARTITIONS,
+    ASSIGNED_PARTITIONS,
+    SEAL_DURATION_SECONDS,
+    UNINDEXED_ROWS,
+    BACKPRESSURE,
+    DLQ_TOTAL,
+    MERGES_TOTAL,
+    INDEX_BUILDS_TOTAL,
+    INDEX_BUILD_DURATION_SECONDS,
+    GC_FILES_TOTAL,
+    GC_BYTES_TOTAL,
+];
 
 /// Metric handles of eddy-ingest.
 #[derive(Debug, Clone)]
@@ -17,7 +84,7 @@ pub struct IngestMetrics {
     pub next_offset: IntGaugeVec,
     /// Rows in the growing buffer.
     pub growing_rows: IntGaugeVec,
-    /// Live segments in the newest manifest.
+    /// Segments the newest manifest lists.
     pub segments: IntGaugeVec,
     /// Newest manifest version published or seen.
     pub manifest_version: IntGaugeVec,
@@ -52,121 +119,170 @@ pub struct IngestMetrics {
     pub gc_bytes: IntCounterVec,
 }
 
+/// Label names of per-collection metrics.
+const BY_COLLECTION: &[&str] = &["collection"];
+/// Label names of per-partition metrics.
+const BY_PARTITION: &[&str] = &["collection", "partition"];
+/// Label names of metrics counted by outcome.
+const BY_OUTCOME: &[&str] = &["collection", "outcome"];
+
+/// Registers an unlabelled histogram.
+fn histogram(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    buckets: Vec<f64>,
+) -> prometheus::Result<Histogram> {
+    let h = Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets))?;
+    registry.register(Box::new(h.clone()))?;
+    Ok(h)
+}
+
 impl IngestMetrics {
     /// Registers every ingest metric in `registry`.
     pub fn new(registry: &Registry) -> prometheus::Result<Self> {
         use eddy_config::metrics::{counter as c, gauge as g};
         let counter = |name: &str, help: &str, labels: &[&str]| c(registry, name, help, labels);
         let gauge = |name: &str, help: &str, labels: &[&str]| g(registry, name, help, labels);
-        let seal_seconds = Histogram::with_opts(
-            HistogramOpts::new(
-                "eddy_ingest_seal_duration_seconds",
-                "Time to write, fsync and publish one seal",
-            )
-            .buckets(exponential_buckets(0.001, 2.0, 16)?),
-        )?;
-        registry.register(Box::new(seal_seconds.clone()))?;
-        let index_seconds = Histogram::with_opts(
-            HistogramOpts::new(
-                "eddy_ingest_index_build_duration_seconds",
-                "Time to build, write and publish one segment index (graph + codes)",
-            )
-            .buckets(exponential_buckets(0.01, 2.0, 16)?),
-        )?;
-        registry.register(Box::new(index_seconds.clone()))?;
         Ok(Self {
-            events: counter(
-                "eddy_ingest_events_total",
-                "Events consumed, by outcome",
-                &["collection", "outcome"],
+            seal_seconds: histogram(
+                registry,
+                SEAL_DURATION_SECONDS,
+                "Time to write, fsync and publish one seal",
+                exponential_buckets(0.001, 2.0, 16)?,
             )?,
+            index_seconds: histogram(
+                registry,
+                INDEX_BUILD_DURATION_SECONDS,
+                "Time to build, write and publish one segment index (graph + codes)",
+                exponential_buckets(0.01, 2.0, 16)?,
+            )?,
+            events: counter(EVENTS_TOTAL, "Events consumed, by outcome", BY_OUTCOME)?,
             rejected: counter(
-                "eddy_ingest_rejected_total",
+                REJECTED_TOTAL,
                 "Events rejected, by reason",
                 &["collection", "reason"],
             )?,
             lag: gauge(
-                "eddy_ingest_consumer_lag",
+                CONSUMER_LAG,
                 "High watermark minus the next offset to read",
-                &["collection", "partition"],
+                BY_PARTITION,
             )?,
             next_offset: gauge(
-                "eddy_ingest_next_offset",
+                NEXT_OFFSET,
                 "First offset not covered by the newest manifest",
-                &["collection", "partition"],
+                BY_PARTITION,
             )?,
-            growing_rows: gauge(
-                "eddy_ingest_growing_rows",
-                "Rows in the growing buffer",
-                &["collection"],
-            )?,
+            growing_rows: gauge(GROWING_ROWS, "Rows in the growing buffer", BY_COLLECTION)?,
             segments: gauge(
-                "eddy_ingest_segments",
+                SEGMENTS,
                 "Live segments in the newest manifest",
-                &["collection"],
+                BY_COLLECTION,
             )?,
             manifest_version: gauge(
-                "eddy_ingest_manifest_version",
+                MANIFEST_VERSION,
                 "Newest manifest version published",
-                &["collection"],
+                BY_COLLECTION,
             )?,
-            seals: counter(
-                "eddy_ingest_seals_total",
-                "Seals published",
-                &["collection"],
-            )?,
+            seals: counter(SEALS_TOTAL, "Seals published", BY_COLLECTION)?,
             cas_conflicts: counter(
-                "eddy_ingest_manifest_conflicts_total",
+                MANIFEST_CONFLICTS_TOTAL,
                 "Manifest compare-and-swap conflicts",
-                &["collection"],
+                BY_COLLECTION,
             )?,
             stalled_partitions: gauge(
-                "eddy_ingest_stalled_partitions",
+                STALLED_PARTITIONS,
                 "Partitions stopped because retention deleted unread data",
-                &["collection"],
+                BY_COLLECTION,
             )?,
             assigned_partitions: gauge(
-                "eddy_ingest_assigned_partitions",
+                ASSIGNED_PARTITIONS,
                 "Partitions this ingest process owns",
-                &["collection"],
+                BY_COLLECTION,
             )?,
-            seal_seconds,
             unindexed_rows: gauge(
-                "eddy_ingest_unindexed_rows",
+                UNINDEXED_ROWS,
                 "Sealed rows whose segment graph is not built yet",
-                &["collection"],
+                BY_COLLECTION,
             )?,
             backpressure: gauge(
-                "eddy_ingest_backpressure",
+                BACKPRESSURE,
                 "1 while consumption is paused for the indexer to catch up",
-                &["collection"],
+                BY_COLLECTION,
             )?,
             dlq: counter(
-                "eddy_ingest_dlq_total",
+                DLQ_TOTAL,
                 "Rejected events written to the dead-letter topic, by outcome",
-                &["collection", "outcome"],
+                BY_OUTCOME,
             )?,
-            merges: counter(
-                "eddy_ingest_merges_total",
-                "Segment merges, by outcome",
-                &["collection", "outcome"],
-            )?,
+            merges: counter(MERGES_TOTAL, "Segment merges, by outcome", BY_OUTCOME)?,
             index_builds: counter(
-                "eddy_ingest_index_builds_total",
+                INDEX_BUILDS_TOTAL,
                 "Segment index builds, by outcome",
-                &["collection", "outcome"],
+                BY_OUTCOME,
             )?,
-            index_seconds,
             gc_files: counter(
-                "eddy_ingest_gc_files_total",
+                GC_FILES_TOTAL,
                 "Files removed by garbage collection, by kind",
                 &["collection", "kind"],
             )?,
             gc_bytes: counter(
-                "eddy_ingest_gc_bytes_total",
+                GC_BYTES_TOTAL,
                 "Bytes freed by garbage collection",
-                &["collection"],
+                BY_COLLECTION,
             )?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use prometheus::core::Collector as _;
+
+    use super::*;
+
+    #[test]
+    fn every_registered_metric_is_named_by_a_constant() {
+        let registry = Registry::new();
+        let m = IngestMetrics::new(&registry).expect("registered");
+        // Labelled families appear once they have a child.
+        for vec in [
+            &m.events,
+            &m.rejected,
+            &m.seals,
+            &m.cas_conflicts,
+            &m.dlq,
+            &m.merges,
+            &m.index_builds,
+            &m.gc_files,
+            &m.gc_bytes,
+        ] {
+            let labels = vec!["x"; vec.desc()[0].variable_labels.len()];
+            vec.with_label_values(&labels).inc();
+        }
+        for vec in [
+            &m.lag,
+            &m.next_offset,
+            &m.growing_rows,
+            &m.segments,
+            &m.manifest_version,
+            &m.stalled_partitions,
+            &m.assigned_partitions,
+            &m.unindexed_rows,
+            &m.backpressure,
+        ] {
+            let labels = vec!["x"; vec.desc()[0].variable_labels.len()];
+            vec.with_label_values(&labels).set(1);
+        }
+        let registered: BTreeSet<String> = registry
+            .gather()
+            .iter()
+            .map(|family| family.name().to_owned())
+            .collect();
+        let named: BTreeSet<String> = NAMES.iter().map(|n| (*n).to_owned()).collect();
+        assert_eq!(registered, named);
+        assert!(NAMES.iter().all(|n| n.starts_with("eddy_ingest_")));
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use eddy_ingest::merge::{publish_merged, write_merged, MergePolicy};
+use eddy_ingest::maintenance::merge::{publish_merged, write_merged, MergePolicy};
 use eddy_manifest::{fsck, GcPolicy, SegmentEntry, Store};
 use eddy_model::{CollectionDef, FieldType, IdType, Metric, PointId};
 use eddy_segment::{Growing, Segment};

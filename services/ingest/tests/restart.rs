@@ -131,30 +131,28 @@ fn wait_covered(store: &Store, brokers: &str, log: &std::path::Path, broker_log:
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigkill_mid_stream_loses_and_doubles_nothing() {
-    let tansu = tokio::task::spawn_blocking(Tansu::start)
-        .await
-        .expect("join")
-        .expect("Tansu starts");
-    tansu.create_topic("crash", PARTITIONS).expect("topic");
-    let brokers = tansu.bootstrap();
-    let dir = tempfile::tempdir().expect("tmp");
-    let store_dir = dir.path().join("store");
-    let log = dir.path().join("ingest.log");
+/// The expected state: per id, its last version, or `None` once deleted.
+type Expected = BTreeMap<u64, Option<u64>>;
+
+/// Produces `EVENTS` events that cycle through the ids (later ones upsert or
+/// delete earlier ids), killing ingest with SIGKILL and restarting it at a
+/// third and two thirds of the stream. Returns the expected state and the
+/// running ingest.
+async fn produce_with_kills(
+    brokers: &str,
+    store_dir: &std::path::Path,
+    log: &std::path::Path,
+) -> (Expected, Ingest) {
     let producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", &brokers)
+        .set("bootstrap.servers", brokers)
         .set("acks", "all")
         .set("linger.ms", "2")
         .create()
         .expect("producer");
-
-    // id -> (version, deleted); events cycle through ids, later ones upsert
-    // or delete earlier ids.
-    let mut expected: BTreeMap<u64, Option<u64>> = BTreeMap::new();
-    let mut ingest = spawn_ingest(&store_dir, &brokers, &log);
+    let mut expected = Expected::new();
+    let mut ingest = spawn_ingest(store_dir, brokers, log);
     let mut spawns = 1;
-    wait_assigned(&log, spawns).await;
+    wait_assigned(log, spawns).await;
     for n in 0..EVENTS {
         let id = n % IDS;
         let version = n / IDS;
@@ -175,42 +173,48 @@ async fn sigkill_mid_stream_loses_and_doubles_nothing() {
             // SIGKILL: no chance to seal or commit.
             ingest.kill();
             tokio::time::sleep(Duration::from_millis(50)).await;
-            ingest = spawn_ingest(&store_dir, &brokers, &log);
+            ingest = spawn_ingest(store_dir, brokers, log);
             spawns += 1;
-            wait_assigned(&log, spawns).await;
+            wait_assigned(log, spawns).await;
         }
         if n % 200 == 0 {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
-    let store = Store::open(&store_dir).expect("store");
-    let (s, b, l) = (store.clone(), brokers.clone(), log.clone());
-    let bl = tansu.log_path().to_owned();
-    tokio::task::spawn_blocking(move || wait_covered(&s, &b, &l, &bl))
-        .await
-        .expect("join");
-    ingest.kill();
+    (expected, ingest)
+}
 
-    // fsck over the stored segments: every live id exactly once.
-    let (report, counts) = fsck(&store, "crash").expect("fsck");
+/// `fsck` over the stored segments: every id not deleted exactly once.
+/// Returns those ids.
+fn check_fsck(store: &Store, expected: &Expected) -> Vec<u64> {
+    let (report, counts) = fsck(store, "crash").expect("fsck");
     assert!(report.is_clean(), "fsck: {report:?}");
-    let live: Vec<u64> = expected
+    let present: Vec<u64> = expected
         .iter()
         .filter(|(_, v)| v.is_some())
         .map(|(id, _)| *id)
         .collect();
-    assert_eq!(report.live_rows, live.len() as u64, "live rows");
-    for id in &live {
+    assert_eq!(report.live_rows, present.len() as u64, "live rows");
+    for id in &present {
         assert_eq!(counts.get(&PointId::Num(*id)), Some(&1), "id {id}");
     }
+    present
+}
 
-    // And by query: the latest version of every point, deleted ones gone.
+/// Through eddy-query: the count of `present` ids, and the latest version
+/// of every seventh point, deleted ones gone.
+async fn check_by_query(
+    store_dir: &std::path::Path,
+    brokers: &str,
+    expected: &Expected,
+    present: usize,
+) {
     let query = eddy_query::start(eddy_query::QueryConfig::parse_from([
         "eddy-query",
         "--store",
         store_dir.to_str().expect("utf-8"),
         "--brokers",
-        &brokers,
+        brokers,
         "--http-addr",
         "127.0.0.1:0",
         "--flight-addr",
@@ -231,14 +235,10 @@ async fn sigkill_mid_stream_loses_and_doubles_nothing() {
             .json()
             .await
             .expect("json");
-        if r["count"] == json!(live.len()) {
+        if r["count"] == json!(present) {
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "count {r}, expected {}",
-            live.len()
-        );
+        assert!(Instant::now() < deadline, "count {r}, expected {present}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     for (id, version) in expected.iter().step_by(7) {
@@ -256,4 +256,29 @@ async fn sigkill_mid_stream_loses_and_doubles_nothing() {
         }
     }
     query.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_mid_stream_loses_and_doubles_nothing() {
+    let tansu = tokio::task::spawn_blocking(Tansu::start)
+        .await
+        .expect("join")
+        .expect("Tansu starts");
+    tansu.create_topic("crash", PARTITIONS).expect("topic");
+    let brokers = tansu.bootstrap();
+    let dir = tempfile::tempdir().expect("tmp");
+    let store_dir = dir.path().join("store");
+    let log = dir.path().join("ingest.log");
+
+    let (expected, mut ingest) = produce_with_kills(&brokers, &store_dir, &log).await;
+    let store = Store::open(&store_dir).expect("store");
+    let (s, b, l) = (store.clone(), brokers.clone(), log.clone());
+    let bl = tansu.log_path().to_owned();
+    tokio::task::spawn_blocking(move || wait_covered(&s, &b, &l, &bl))
+        .await
+        .expect("join");
+    ingest.kill();
+
+    let present = check_fsck(&store, &expected);
+    check_by_query(&store_dir, &brokers, &expected, present.len()).await;
 }

@@ -29,8 +29,8 @@ pub struct LoadedSegment {
 pub struct Snapshot {
     /// Manifest version (0 = nothing sealed).
     pub version: u64,
-    /// Live segments, largest first (searching the largest first gives the
-    /// others a tighter bound).
+    /// The segments the manifest lists, largest first (searching the
+    /// largest first gives the others a tighter bound).
     pub segments: Vec<LoadedSegment>,
     /// Per partition, the first offset not in the segments: the tail serves
     /// events from here on.
@@ -135,9 +135,10 @@ fn load_index(
     }
 }
 
-/// Everything a query reads, changed only under the write lock.
+/// What a collection serves: the installed snapshot plus the tail;
+/// everything a query reads, changed only under the write lock.
 #[derive(Debug)]
-pub struct Live {
+pub struct Served {
     /// The installed snapshot.
     pub snapshot: Arc<Snapshot>,
     /// Fresh events not yet in the snapshot's segments.
@@ -146,7 +147,7 @@ pub struct Live {
     pub applied: BTreeMap<u32, i64>,
 }
 
-impl Live {
+impl Served {
     /// Per partition, the first offset a query does not reflect yet.
     pub fn visible_offsets(&self) -> BTreeMap<u32, i64> {
         let mut out = self.snapshot.cutoffs.clone();
@@ -181,7 +182,7 @@ pub struct Collection {
     /// Its definition.
     pub def: CollectionDef,
     /// Snapshot and tail.
-    pub live: RwLock<Live>,
+    pub served: RwLock<Served>,
     /// Woken whenever the tail applies events or a snapshot is installed.
     pub changed: tokio::sync::Notify,
     /// Set once the first snapshot is installed.
@@ -198,7 +199,7 @@ impl Collection {
         let tail = Growing::new(def.dimension as usize, def.metric, def.id_type);
         Self {
             def,
-            live: RwLock::new(Live {
+            served: RwLock::new(Served {
                 snapshot: Arc::new(Snapshot::default()),
                 tail,
                 applied: BTreeMap::new(),
@@ -213,13 +214,13 @@ impl Collection {
     /// Installs a newer snapshot and drops the tail rows it now covers, in
     /// one step, so no query sees a row twice or misses one.
     pub fn install(&self, snapshot: Snapshot) {
-        let mut live = self.live.write();
-        if snapshot.version < live.snapshot.version {
+        let mut served = self.served.write();
+        if snapshot.version < served.snapshot.version {
             return;
         }
-        live.tail.prune_below(&snapshot.cutoffs);
-        live.snapshot = Arc::new(snapshot);
-        drop(live);
+        served.tail.prune_below(&snapshot.cutoffs);
+        served.snapshot = Arc::new(snapshot);
+        drop(served);
         self.snapshot_ready.store(true, Ordering::Release);
         self.changed.notify_waiters();
     }

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use eddy_kafka::KafkaSettings;
 use eddy_manifest::Store;
 use eddy_model::CollectionDef;
 use eddy_segment::Residency;
@@ -17,7 +18,7 @@ use crate::collection::{Collection, Snapshot};
 use crate::error::ApiError;
 use crate::metrics::QueryMetrics;
 use crate::search::{prepare_query, BatchResult, SearchParams};
-use crate::tail::{run_tail, TailConfig};
+use crate::tail::run_tail;
 
 /// Largest number of query vectors in one request.
 pub const MAX_BATCH_QUERIES: usize = 10_000;
@@ -26,7 +27,7 @@ pub const MAX_BATCH_QUERIES: usize = 10_000;
 #[derive(Debug, Clone)]
 pub struct EngineOptions {
     /// Kafka settings of the tail consumers.
-    pub tail: TailConfig,
+    pub kafka: KafkaSettings,
     /// Search threads (at least one).
     pub search_threads: usize,
     /// How often to look for a new manifest version.
@@ -104,7 +105,7 @@ impl Engine {
         self.collections()
             .iter()
             .filter_map(|c| {
-                let tail = c.live.read().tail.live_rows();
+                let tail = c.served.read().tail.live_rows();
                 let reason = if !c.is_ready() {
                     "loading: first snapshot or tail assignment pending".to_owned()
                 } else if tail > self.opts.max_tail_rows {
@@ -145,14 +146,14 @@ impl Engine {
                 .write()
                 .insert(def.name.clone(), collection.clone());
             info!(collection = %def.name, "serving collection");
-            let (tail_collection, tail_config, metrics) = (
+            let (tail_collection, kafka, metrics) = (
                 collection.clone(),
-                self.opts.tail.clone(),
+                self.opts.kafka.clone(),
                 self.metrics.clone(),
             );
             let spawned = std::thread::Builder::new()
                 .name(format!("eddy-tail-{}", def.name))
-                .spawn(move || run_tail(tail_collection, tail_config, metrics));
+                .spawn(move || run_tail(tail_collection, &kafka, metrics));
             if let Err(e) = spawned {
                 error!(collection = %def.name, error = %e, "starting the tail thread");
             }
@@ -257,7 +258,7 @@ impl Engine {
         let deadline = tokio::time::Instant::now() + self.opts.max_wait;
         loop {
             let notified = collection.changed.notified();
-            if collection.live.read().reflects(min) {
+            if collection.served.read().reflects(min) {
                 break;
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
@@ -282,7 +283,7 @@ async fn watch_manifests(engine: Arc<Engine>, collection: Arc<Collection>) {
     while !collection.stop.load(Ordering::Relaxed) {
         let (store, current) = (
             engine.store.clone(),
-            collection.live.read().snapshot.clone(),
+            collection.served.read().snapshot.clone(),
         );
         let ready = collection.snapshot_ready.load(Ordering::Acquire);
         let name_for_load = name.clone();

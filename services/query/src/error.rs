@@ -1,8 +1,46 @@
-//! The one error type of the query APIs, mapped to both HTTP and gRPC codes.
+//! The errors of the query service: [`Error`] for starting it, and
+//! [`ApiError`], the one error type of the query APIs, mapped to both HTTP
+//! and gRPC codes.
+
+use std::net::SocketAddr;
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+
+/// Errors starting the query service.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The segment store failed.
+    #[error(transparent)]
+    Store(#[from] eddy_manifest::Error),
+    /// Binding a listener failed.
+    #[error("binding the {endpoint} listener on {addr}: {source}")]
+    Bind {
+        /// Which listener (`HTTP`, `Flight`).
+        endpoint: &'static str,
+        /// The configured address.
+        addr: SocketAddr,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// Reading the address a listener was bound to failed.
+    #[error("reading the bound address of the {endpoint} listener on {addr}: {source}")]
+    LocalAddr {
+        /// Which listener (`HTTP`, `Flight`).
+        endpoint: &'static str,
+        /// The configured address.
+        addr: SocketAddr,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// Registering metrics failed.
+    #[error("metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+    /// Building the search pool failed.
+    #[error("search pool: {0}")]
+    Pool(#[from] rayon::ThreadPoolBuildError),
+}
 
 /// An API error: a closed set of kinds, each with a message for the user.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -11,6 +11,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
+use arrow_array::RecordBatch;
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_server::{FlightService, FlightServiceServer};
@@ -18,6 +19,7 @@ use arrow_flight::{
     Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightEndpoint, FlightInfo,
     HandshakeRequest, HandshakeResponse, PollInfo, PutResult, SchemaAsIpc, SchemaResult, Ticket,
 };
+use arrow_schema::SchemaRef;
 use futures::stream::{self, BoxStream};
 use futures::{StreamExt, TryStreamExt};
 use tonic::{Request, Response, Status, Streaming};
@@ -56,7 +58,7 @@ fn collection_path(descriptor: &FlightDescriptor) -> Result<String, ApiError> {
 
 fn flight_info(collection: &Collection) -> Result<FlightInfo, ApiError> {
     let schema = result_schema(&collection.def, &PayloadSelector::None);
-    let rows = collection.live.read().count();
+    let rows = collection.served.read().count();
     let ticket = serde_json::json!({"collection": collection.def.name, "vectors": [], "k": 10});
     Ok(FlightInfo::new()
         .try_with_schema(&schema)
@@ -246,61 +248,21 @@ impl FlightService for EddyFlight {
         let (command, collection) = self.observed("flight_exchange_open", started, setup)?;
         let schema = result_schema(&collection.def, &command.params.with_payload);
         let batches = FlightRecordBatchStreamAdapter::decode(first, input);
-        let engine = self.engine.clone();
-        let out_schema = schema.clone();
-        let results: BoxStream<'static, Result<arrow_array::RecordBatch, FlightError>> = batches
+        let exchange = Arc::new(Exchange {
+            engine: self.engine.clone(),
+            collection,
+            command,
+            schema: schema.clone(),
+        });
+        let results: BoxStream<'static, Result<RecordBatch, FlightError>> = batches
             .scan(0u32, move |next_index, batch| {
-                let (engine, collection, command, schema) = (
-                    engine.clone(),
-                    collection.clone(),
-                    command.clone(),
-                    out_schema.clone(),
-                );
+                // Query numbers continue across the input batches.
                 let base = *next_index;
-                let rows = batch.as_ref().map_or(0, |b| b.num_rows() as u32);
-                *next_index += rows;
+                *next_index += batch.as_ref().map_or(0, |b| b.num_rows() as u32);
+                let exchange = exchange.clone();
                 async move {
-                    Some(
-                        async move {
-                            let batch = batch.map_err(|e| {
-                                ApiError::BadRequest(format!("decoding input batch: {e}"))
-                            })?;
-                            let vectors =
-                                batches::query_vectors(&batch, collection.def.dimension as usize)?;
-                            let n = vectors.len() as u64;
-                            if n == 0 {
-                                return batches::results_batch(
-                                    &collection.def,
-                                    &schema,
-                                    &command.params.with_payload,
-                                    &[],
-                                    base,
-                                );
-                            }
-                            let result = engine
-                                .search(
-                                    &collection.def.name,
-                                    vectors,
-                                    command.params.clone(),
-                                    command.min_offsets.clone(),
-                                )
-                                .await?;
-                            engine
-                                .metrics
-                                .queries
-                                .with_label_values(&["flight_exchange"])
-                                .inc_by(n);
-                            batches::results_batch(
-                                &collection.def,
-                                &schema,
-                                &command.params.with_payload,
-                                &result.hits,
-                                base,
-                            )
-                        }
-                        .await
-                        .map_err(|e: ApiError| FlightError::Tonic(Box::new(Status::from(e)))),
-                    )
+                    let answer = exchange.answer(batch, base).await;
+                    Some(answer.map_err(|e| FlightError::Tonic(Box::new(Status::from(e)))))
                 }
             })
             .boxed();
@@ -330,6 +292,50 @@ impl FlightService for EddyFlight {
     }
 }
 
+/// One open DoExchange: the collection and command its first message named,
+/// and the schema of its answers.
+struct Exchange {
+    engine: Arc<Engine>,
+    collection: Arc<Collection>,
+    command: request::ParsedCommand,
+    schema: SchemaRef,
+}
+
+impl Exchange {
+    /// Answers one input batch of query vectors, numbering its queries from
+    /// `base`.
+    async fn answer(
+        &self,
+        batch: Result<RecordBatch, FlightError>,
+        base: u32,
+    ) -> Result<RecordBatch, ApiError> {
+        let def = &self.collection.def;
+        let with_payload = &self.command.params.with_payload;
+        let batch =
+            batch.map_err(|e| ApiError::BadRequest(format!("decoding input batch: {e}")))?;
+        let vectors = batches::query_vectors(&batch, def.dimension as usize)?;
+        let n = vectors.len() as u64;
+        if n == 0 {
+            return batches::results_batch(def, &self.schema, with_payload, &[], base);
+        }
+        let result = self
+            .engine
+            .search(
+                &def.name,
+                vectors,
+                self.command.params.clone(),
+                self.command.min_offsets.clone(),
+            )
+            .await?;
+        self.engine
+            .metrics
+            .queries
+            .with_label_values(&["flight_exchange"])
+            .inc_by(n);
+        batches::results_batch(def, &self.schema, with_payload, &result.hits, base)
+    }
+}
+
 /// Decodes a DoExchange input (whose first message was already read) into
 /// RecordBatches.
 struct FlightRecordBatchStreamAdapter;
@@ -338,7 +344,7 @@ impl FlightRecordBatchStreamAdapter {
     fn decode(
         first: FlightData,
         rest: Streaming<FlightData>,
-    ) -> BoxStream<'static, Result<arrow_array::RecordBatch, FlightError>> {
+    ) -> BoxStream<'static, Result<RecordBatch, FlightError>> {
         // Clients may send the descriptor (or app metadata) alone in a
         // message with no IPC header; only IPC messages go to the decoder.
         let data = stream::once(async move { Ok(first) })

@@ -265,7 +265,7 @@ async fn search_batch(
 }
 
 fn collection_info(c: &Collection) -> Value {
-    let live = c.live.read();
+    let served = c.served.read();
     json!({
         "name": c.def.name,
         "topic": c.def.topic,
@@ -275,13 +275,13 @@ fn collection_info(c: &Collection) -> Value {
         "payload_fields": c.def.payload_fields,
         "status": {
             "ready": c.is_ready(),
-            "manifest_version": live.snapshot.version,
-            "segments": live.snapshot.segments.len(),
-            "indexed_segments": live.snapshot.segments.iter().filter(|s| s.index.is_some()).count(),
-            "sealed_rows": live.snapshot.sealed_rows(),
-            "tail_rows": live.tail.live_rows(),
-            "points": live.count(),
-            "offsets": live.visible_offsets(),
+            "manifest_version": served.snapshot.version,
+            "segments": served.snapshot.segments.len(),
+            "indexed_segments": served.snapshot.segments.iter().filter(|s| s.index.is_some()).count(),
+            "sealed_rows": served.snapshot.sealed_rows(),
+            "tail_rows": served.tail.live_rows(),
+            "points": served.count(),
+            "offsets": served.visible_offsets(),
         }
     })
 }
@@ -405,8 +405,11 @@ async fn count(
                 "payload filters are not supported by this version yet".into(),
             ));
         }
-        let live = collection.live.read();
-        Ok(Json(json!({"count": live.count(), "offsets": live.visible_offsets()})).into_response())
+        let served = collection.served.read();
+        Ok(
+            Json(json!({"count": served.count(), "offsets": served.visible_offsets()}))
+                .into_response(),
+        )
     })
     .await
 }

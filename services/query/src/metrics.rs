@@ -1,6 +1,64 @@
-//! Query metrics: handles built from a registry that is passed in.
+//! Query metrics: handles built from a registry that is passed in, and
+//! their names as constants (the dashboards in `dashboards/` use exactly
+//! these names).
 
 use prometheus::{exponential_buckets, HistogramVec, IntCounterVec, IntGaugeVec, Registry};
+
+/// Requests by API and status.
+pub const REQUESTS_TOTAL: &str = "eddy_query_requests_total";
+/// Request latency by API and status.
+pub const LATENCY_SECONDS: &str = "eddy_query_latency_seconds";
+/// Query vectors answered, by API.
+pub const QUERIES_TOTAL: &str = "eddy_query_queries_total";
+/// Sealed segments searched per query.
+pub const SEGMENTS_SEARCHED: &str = "eddy_query_segments_searched";
+/// Rows in the in-memory tail.
+pub const TAIL_ROWS: &str = "eddy_query_tail_rows";
+/// Sealed segments served.
+pub const SEGMENTS: &str = "eddy_query_segments";
+/// Live rows in sealed segments.
+pub const SEALED_ROWS: &str = "eddy_query_sealed_rows";
+/// Manifest version served.
+pub const MANIFEST_VERSION: &str = "eddy_query_manifest_version";
+/// Query vectors admitted and not yet answered.
+pub const QUEUED_QUERIES: &str = "eddy_query_queued_queries";
+/// Bytes of segment and index files served, by residency.
+pub const SERVED_BYTES: &str = "eddy_query_served_bytes";
+/// Next offset visible to queries, per partition.
+pub const VISIBLE_OFFSET: &str = "eddy_query_visible_offset";
+/// Tail consumer lag per partition.
+pub const CONSUMER_LAG: &str = "eddy_query_consumer_lag";
+/// Event timestamp to searchable in the tail.
+pub const INGEST_TO_VISIBLE_SECONDS: &str = "eddy_ingest_to_visible_seconds";
+/// Time a request waited for its `min_offsets`.
+pub const FRESHNESS_WAIT_SECONDS: &str = "eddy_query_freshness_wait_seconds";
+/// Tail events by outcome.
+pub const TAIL_EVENTS_TOTAL: &str = "eddy_query_tail_events_total";
+/// Segment loads by outcome.
+pub const SEGMENT_LOADS_TOTAL: &str = "eddy_query_segment_loads_total";
+/// SIMD kernel backend in use.
+pub const KERNEL_BACKEND_INFO: &str = "eddy_kernel_backend_info";
+
+/// Every metric name eddy-query registers.
+pub const NAMES: [&str; 17] = [
+    REQUESTS_TOTAL,
+    LATENCY_SECONDS,
+    QUERIES_TOTAL,
+    SEGMENTS_SEARCHED,
+    TAIL_ROWS,
+    SEGMENTS,
+    SEALED_ROWS,
+    MANIFEST_VERSION,
+    QUEUED_QUERIES,
+    SERVED_BYTES,
+    VISIBLE_OFFSET,
+    CONSUMER_LAG,
+    INGEST_TO_VISIBLE_SECONDS,
+    FRESHNESS_WAIT_SECONDS,
+    TAIL_EVENTS_TOTAL,
+    SEGMENT_LOADS_TOTAL,
+    KERNEL_BACKEND_INFO,
+];
 
 /// Metric handles of eddy-query.
 #[derive(Debug, Clone)]
@@ -15,7 +73,7 @@ pub struct QueryMetrics {
     pub segments_searched: HistogramVec,
     /// Rows in the in-memory tail.
     pub tail_rows: IntGaugeVec,
-    /// Live sealed segments served.
+    /// Sealed segments served (those the served manifest lists).
     pub segments: IntGaugeVec,
     /// Live rows in sealed segments (deletes applied, tail masking not).
     pub sealed_rows: IntGaugeVec,
@@ -57,91 +115,71 @@ impl QueryMetrics {
         };
         let metrics = Self {
             requests: counter(
-                "eddy_query_requests_total",
+                REQUESTS_TOTAL,
                 "Requests by API and status",
                 &["api", "status"],
             )?,
             latency: histogram(
-                "eddy_query_latency_seconds",
+                LATENCY_SECONDS,
                 "Request latency by API and status",
                 &["api", "status"],
                 latency_buckets(),
             )?,
-            queries: counter(
-                "eddy_query_queries_total",
-                "Query vectors answered",
-                &["api"],
-            )?,
+            queries: counter(QUERIES_TOTAL, "Query vectors answered", &["api"])?,
             segments_searched: histogram(
-                "eddy_query_segments_searched",
+                SEGMENTS_SEARCHED,
                 "Sealed segments searched per query",
                 &["collection"],
                 vec![0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0],
             )?,
-            tail_rows: gauge(
-                "eddy_query_tail_rows",
-                "Rows in the in-memory tail",
-                &["collection"],
-            )?,
-            segments: gauge(
-                "eddy_query_segments",
-                "Live sealed segments served",
-                &["collection"],
-            )?,
-            sealed_rows: gauge(
-                "eddy_query_sealed_rows",
-                "Live rows in sealed segments",
-                &["collection"],
-            )?,
-            manifest_version: gauge(
-                "eddy_query_manifest_version",
-                "Manifest version served",
-                &["collection"],
-            )?,
+            tail_rows: gauge(TAIL_ROWS, "Rows in the in-memory tail", &["collection"])?,
+            segments: gauge(SEGMENTS, "Live sealed segments served", &["collection"])?,
+            sealed_rows: gauge(SEALED_ROWS, "Live rows in sealed segments", &["collection"])?,
+            manifest_version: gauge(MANIFEST_VERSION, "Manifest version served", &["collection"])?,
             queued_queries: gauge(
-                "eddy_query_queued_queries",
+                QUEUED_QUERIES,
                 "Query vectors admitted and not yet answered",
                 &[],
             )?,
             served_bytes: gauge(
-                "eddy_query_served_bytes",
+                SERVED_BYTES,
                 "Bytes of segment and index files served, by residency",
                 &["collection", "residency"],
             )?,
             visible_offset: gauge(
-                "eddy_query_visible_offset",
+                VISIBLE_OFFSET,
                 "Next offset visible to queries",
                 &["collection", "partition"],
             )?,
             lag: gauge(
-                "eddy_query_consumer_lag",
+                CONSUMER_LAG,
                 "Tail consumer lag (high watermark minus visible offset)",
                 &["collection", "partition"],
             )?,
             ingest_to_visible: histogram(
-                "eddy_ingest_to_visible_seconds",
+                INGEST_TO_VISIBLE_SECONDS,
                 "Event timestamp to searchable in the tail",
                 &["collection"],
                 exponential_buckets(0.001, 2.0, 16)?,
             )?,
             freshness_wait: histogram(
-                "eddy_query_freshness_wait_seconds",
+                FRESHNESS_WAIT_SECONDS,
                 "Time a request waited for its min_offsets",
                 &["collection"],
                 latency_buckets(),
             )?,
             tail_events: counter(
-                "eddy_query_tail_events_total",
+                TAIL_EVENTS_TOTAL,
                 "Tail events by outcome",
                 &["collection", "outcome"],
             )?,
             segment_loads: counter(
-                "eddy_query_segment_loads_total",
+                SEGMENT_LOADS_TOTAL,
                 "Segment loads by outcome",
                 &["outcome"],
             )?,
             kernel_backend: gauge(
-                "eddy_kernel_backend_info",
+                KERNEL_BACKEND_INFO,
                 "SIMD kernel backend in use",
                 &["backend"],
             )?,
@@ -151,5 +189,55 @@ impl QueryMetrics {
             .with_label_values(&[eddy_kernels::backend_name()])
             .set(1);
         Ok(metrics)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use prometheus::core::Collector as _;
+
+    use super::*;
+
+    #[test]
+    fn every_registered_metric_is_named_by_a_constant() {
+        let registry = Registry::new();
+        let m = QueryMetrics::new(&registry).expect("registered");
+        // Labelled families appear once they have a child.
+        for vec in [&m.requests, &m.queries, &m.tail_events, &m.segment_loads] {
+            let labels = vec!["x"; vec.desc()[0].variable_labels.len()];
+            vec.with_label_values(&labels).inc();
+        }
+        for vec in [
+            &m.tail_rows,
+            &m.segments,
+            &m.sealed_rows,
+            &m.manifest_version,
+            &m.queued_queries,
+            &m.served_bytes,
+            &m.visible_offset,
+            &m.lag,
+        ] {
+            let labels = vec!["x"; vec.desc()[0].variable_labels.len()];
+            vec.with_label_values(&labels).set(1);
+        }
+        for vec in [
+            &m.latency,
+            &m.segments_searched,
+            &m.ingest_to_visible,
+            &m.freshness_wait,
+        ] {
+            let labels = vec!["x"; vec.desc()[0].variable_labels.len()];
+            vec.with_label_values(&labels).observe(1.0);
+        }
+        let registered: BTreeSet<String> = registry
+            .gather()
+            .iter()
+            .map(|family| family.name().to_owned())
+            .collect();
+        let named: BTreeSet<String> = NAMES.iter().map(|n| (*n).to_owned()).collect();
+        assert_eq!(registered, named);
+        assert!(NAMES.iter().all(|n| n.starts_with("eddy_")));
     }
 }

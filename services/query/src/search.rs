@@ -8,7 +8,7 @@ use eddy_model::{CollectionDef, PointId};
 use eddy_segment::{search_sealed, Neighbor, Quantization, SealedQuery, VectorSearch};
 use serde_json::{Map, Value};
 
-use crate::collection::{Collection, Live};
+use crate::collection::{Collection, Served};
 use crate::error::ApiError;
 
 /// Largest `k` a request may ask for.
@@ -188,22 +188,22 @@ impl Collection {
         params: &SearchParams,
         filter: Option<&Filter>,
     ) -> BatchResult {
-        let offsets = self.live.read().visible_offsets();
+        let offsets = self.served.read().visible_offsets();
         let hits = queries
             .iter()
-            .map(|q| search_one(&self.live.read(), q, params, filter))
+            .map(|q| search_one(&self.served.read(), q, params, filter))
             .collect();
         BatchResult { hits, offsets }
     }
 
     /// Segments a query searches now.
     pub fn segment_count(&self) -> usize {
-        self.live.read().snapshot.segments.len()
+        self.served.read().snapshot.segments.len()
     }
 }
 
 fn search_one(
-    live: &Live,
+    live: &Served,
     query: &[f32],
     params: &SearchParams,
     filter: Option<&Filter>,
@@ -297,7 +297,7 @@ pub struct PointRecord {
 impl Collection {
     /// The current version of point `id`, if it exists.
     pub fn get(&self, id: &PointId) -> Option<PointRecord> {
-        let live = self.live.read();
+        let live = self.served.read();
         let all = PayloadSelector::All;
         if let Some(touch) = live.tail.touched(id) {
             if touch.deleted {

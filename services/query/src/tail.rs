@@ -8,9 +8,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use eddy_event::Event;
+use eddy_kafka::KafkaSettings;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{BorrowedMessage, Message};
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use rdkafka::{Offset, TopicPartitionList};
 use tracing::{info, warn};
 
 use crate::collection::Collection;
@@ -18,34 +19,15 @@ use crate::metrics::QueryMetrics;
 
 /// Messages applied under one write lock at most.
 const MAX_BATCH: usize = 2_000;
-
-/// Kafka settings of a tail.
-#[derive(Debug, Clone)]
-pub struct TailConfig {
-    /// Bootstrap servers.
-    pub brokers: String,
-    /// Pass-through librdkafka properties.
-    pub properties: Vec<(String, String)>,
-}
+/// How long a lag report waits for a partition's watermarks.
+const WATERMARK_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Runs the tail of `collection` until its stop flag is set (blocking; run
 /// it on a dedicated thread).
-pub fn run_tail(collection: Arc<Collection>, config: TailConfig, metrics: QueryMetrics) {
+pub fn run_tail(collection: Arc<Collection>, kafka: &KafkaSettings, metrics: QueryMetrics) {
     let name = collection.def.name.clone();
     let topic = collection.def.topic.clone();
-    let mut client = ClientConfig::new();
-    client
-        .set("bootstrap.servers", &config.brokers)
-        .set("group.id", format!("eddy-query-tail.{name}"))
-        .set("enable.auto.commit", "false")
-        .set("enable.auto.offset.store", "false")
-        .set("auto.offset.reset", "earliest")
-        .set("enable.partition.eof", "false")
-        .set("fetch.wait.max.ms", "10")
-        .set("fetch.error.backoff.ms", "50");
-    for (k, v) in &config.properties {
-        client.set(k, v);
-    }
+    let client = kafka.tail_consumer(&format!("eddy-query-tail.{name}"));
     let consumer: BaseConsumer = match client.create() {
         Ok(c) => c,
         Err(e) => {
@@ -77,7 +59,7 @@ pub fn run_tail(collection: Arc<Collection>, config: TailConfig, metrics: QueryM
     if partitions == 0 {
         return;
     }
-    let cutoffs = collection.live.read().snapshot.cutoffs.clone();
+    let cutoffs = collection.served.read().snapshot.cutoffs.clone();
     let mut tpl = TopicPartitionList::new();
     for p in 0..partitions as i32 {
         let offset = match cutoffs.get(&(p as u32)) {
@@ -133,7 +115,7 @@ fn apply_batch(collection: &Collection, batch: &[BorrowedMessage<'_>], metrics: 
     let mut outcomes: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut latencies = Vec::with_capacity(batch.len());
     {
-        let mut live = collection.live.write();
+        let mut live = collection.served.write();
         for msg in batch {
             let partition = msg.partition() as u32;
             let offset = msg.offset();
@@ -144,7 +126,7 @@ fn apply_batch(collection: &Collection, batch: &[BorrowedMessage<'_>], metrics: 
                 continue;
             }
             live.applied.insert(partition, offset + 1);
-            let event = eddy_config::kafka::event_message(msg);
+            let event = eddy_kafka::event_message(msg);
             let outcome = match eddy_event::decode(&collection.def, event) {
                 Ok(Event::Upsert(point)) => {
                     let payload = if point.payload.is_empty() {
@@ -193,22 +175,28 @@ fn apply_batch(collection: &Collection, batch: &[BorrowedMessage<'_>], metrics: 
     }
 }
 
+/// Sets the lag gauge of every partition: its high watermark minus the
+/// first offset queries do not reflect yet.
 fn update_lag(
     consumer: &BaseConsumer,
     collection: &Collection,
     partitions: usize,
     metrics: &QueryMetrics,
 ) {
-    let visible = collection.live.read().visible_offsets();
-    for p in 0..partitions {
-        if let Ok((_, high)) =
-            consumer.fetch_watermarks(&collection.def.topic, p as i32, Duration::from_millis(500))
-        {
-            let seen = visible.get(&(p as u32)).copied().unwrap_or(0);
+    let visible = collection.served.read().visible_offsets();
+    let positions = (0..partitions as u32).map(|p| (p, visible.get(&p).copied().unwrap_or(0)));
+    let lags = eddy_kafka::partition_lags(
+        consumer,
+        &collection.def.topic,
+        positions,
+        WATERMARK_TIMEOUT,
+    );
+    for (partition, lag) in lags {
+        if let Ok(lag) = lag {
             metrics
                 .lag
-                .with_label_values(&[&collection.def.name, &p.to_string()])
-                .set((high - seen).max(0));
+                .with_label_values(&[&collection.def.name, &partition.to_string()])
+                .set(lag);
         }
     }
 }

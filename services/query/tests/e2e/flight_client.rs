@@ -84,6 +84,25 @@ async fn exchange(
         .expect("exchange batches")
 }
 
+/// A DoExchange input batch: one `vector` row per query.
+fn query_batch(queries: &[Vec<f32>]) -> RecordBatch {
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "vector",
+        DataType::FixedSizeList(
+            Arc::new(Field::new("item", DataType::Float32, true)),
+            DIM as i32,
+        ),
+        false,
+    )]));
+    let list = FixedSizeListArray::from_iter_primitive::<Float32Type, _, _>(
+        queries
+            .iter()
+            .map(|q| Some(q.iter().map(|x| Some(*x)).collect::<Vec<_>>())),
+        DIM as i32,
+    );
+    RecordBatch::try_new(schema, vec![Arc::new(list)]).expect("batch")
+}
+
 /// DoGet with a JSON ticket and DoExchange with batches of query vectors
 /// both return the exact top-k.
 pub async fn do_get_and_exchange_match_exact(
@@ -115,26 +134,10 @@ pub async fn do_get_and_exchange_match_exact(
         .expect("batches");
     check(&rows(&batches), &queries, points, 5);
 
-    let schema = Arc::new(Schema::new(vec![Field::new(
-        "vector",
-        DataType::FixedSizeList(
-            Arc::new(Field::new("item", DataType::Float32, true)),
-            DIM as i32,
-        ),
-        false,
-    )]));
-    let batch_of = |qs: &[Vec<f32>]| {
-        let list = FixedSizeListArray::from_iter_primitive::<Float32Type, _, _>(
-            qs.iter()
-                .map(|q| Some(q.iter().map(|x| Some(*x)).collect::<Vec<_>>())),
-            DIM as i32,
-        );
-        RecordBatch::try_new(schema.clone(), vec![Arc::new(list)]).expect("batch")
-    };
     let out = exchange(
         &mut c,
         json!({"collection": collection, "k": 5}),
-        vec![batch_of(&queries[..10]), batch_of(&queries[10..])],
+        vec![query_batch(&queries[..10]), query_batch(&queries[10..])],
     )
     .await;
     check(&rows(&out), &queries, points, 5);
@@ -183,7 +186,7 @@ pub async fn do_get_and_exchange_match_exact(
     let out = exchange(
         &mut c,
         json!({"collection": collection, "k": 5, "filter": filter}),
-        vec![batch_of(&queries)],
+        vec![query_batch(&queries)],
     )
     .await;
     check(&rows(&out), &queries, &subset, 5);

@@ -1,20 +1,24 @@
-//! Tiered merges: small segments are combined into larger ones in the
+//! The merge job: small segments are combined into larger ones in the
 //! background, across partitions, dropping deleted rows, so a collection
-//! holds few segments (each query searches every live segment).
+//! holds few segments (each query searches every listed segment).
 //!
 //! A merge reads its inputs as one manifest version lists them, writes the
 //! merged segment, and publishes a version that replaces the inputs with it.
 //! Deletes that hit an input after the merge read it (another seal's delete
 //! file) are carried over through the row map at publish time, so no upsert
-//! or tombstone is lost. The merged segment is published flat; the indexer
-//! builds its graph next.
+//! or tombstone is lost. The merged segment is published flat; the
+//! index build (`maintenance::index_build`) builds its graph next.
 
 use std::collections::{BTreeMap, HashSet};
+use std::time::Instant;
 
 use eddy_manifest::{Manifest, SegmentEntry, Store};
 use eddy_model::CollectionDef;
 use eddy_segment::{RowRef, Segment, SegmentWriter};
 use roaring::RoaringBitmap;
+use tracing::{info, warn};
+
+use super::{Maintenance, MaintenanceError};
 
 /// When segments are merged.
 #[derive(Debug, Clone, Copy)]
@@ -50,17 +54,20 @@ impl MergePolicy {
         }
         let mut tiers: BTreeMap<u32, Vec<(u64, &str)>> = BTreeMap::new();
         for s in &manifest.segments {
-            let live = s.live_rows();
-            if live >= self.max_rows {
+            let live_rows = s.live_rows();
+            if live_rows >= self.max_rows {
                 continue;
             }
             let mut tier = 0u32;
             let mut bound = 1_000u64;
-            while live >= bound {
+            while live_rows >= bound {
                 bound = bound.saturating_mul(self.tier_factor.max(2));
                 tier += 1;
             }
-            tiers.entry(tier).or_default().push((live, s.id.as_str()));
+            tiers
+                .entry(tier)
+                .or_default()
+                .push((live_rows, s.id.as_str()));
         }
         tiers.into_values().find_map(|mut members| {
             if members.len() < self.min_segments {
@@ -89,20 +96,6 @@ pub struct Merged {
     pub inputs: Vec<(SegmentEntry, Vec<Option<u32>>)>,
 }
 
-/// Errors of a merge.
-#[derive(Debug, thiserror::Error)]
-pub enum MergeError {
-    /// The store failed.
-    #[error(transparent)]
-    Store(#[from] eddy_manifest::Error),
-    /// Reading or writing a segment failed.
-    #[error(transparent)]
-    Segment(#[from] eddy_segment::Error),
-    /// An input is not in the manifest.
-    #[error("segment {0} is not live")]
-    NotLive(String),
-}
-
 /// Writes the live rows of `inputs` (as `manifest` lists them) as one new
 /// segment.
 pub fn write_merged(
@@ -110,7 +103,7 @@ pub fn write_merged(
     def: &CollectionDef,
     manifest: &Manifest,
     inputs: &[String],
-) -> Result<Merged, MergeError> {
+) -> Result<Merged, MaintenanceError> {
     let mut writer = SegmentWriter::new(def.dimension as usize, def.metric, def.id_type)
         .with_payload_index(&def.payload_fields);
     let mut read = Vec::with_capacity(inputs.len());
@@ -120,7 +113,7 @@ pub fn write_merged(
             .segments
             .iter()
             .find(|s| &s.id == id)
-            .ok_or_else(|| MergeError::NotLive(id.clone()))?
+            .ok_or_else(|| MaintenanceError::NotListed(id.clone()))?
             .clone();
         let seg = Segment::open(&store.segment_path(&def.name, id))?;
         let deleted = match &entry.deletes {
@@ -164,31 +157,31 @@ pub fn write_merged(
 /// Publishes `merged` in place of its inputs: retries on compare-and-swap
 /// conflicts, carrying over deletes that hit the inputs since they were
 /// read. Returns the version published, or `None` when an input is no
-/// longer live (another merge won; the merged file is removed).
+/// longer listed (another merge won; the merged file is removed).
 pub fn publish_merged(
     store: &Store,
     collection: &str,
     merged: &Merged,
-) -> Result<Option<u64>, MergeError> {
+) -> Result<Option<u64>, MaintenanceError> {
     let inputs: HashSet<&str> = merged.inputs.iter().map(|(e, _)| e.id.as_str()).collect();
     loop {
         let latest = store.latest_manifest(collection)?;
-        let live: Vec<&SegmentEntry> = latest
+        let listed: Vec<&SegmentEntry> = latest
             .segments
             .iter()
             .filter(|s| inputs.contains(s.id.as_str()))
             .collect();
-        if live.len() != inputs.len() {
+        if listed.len() != inputs.len() {
             let path = store.segment_path(collection, &merged.id);
             if let Err(e) = std::fs::remove_file(&path) {
-                tracing::warn!(path = %path.display(), error = %e, "removing an unpublished merge");
+                warn!(path = %path.display(), error = %e, "removing an unpublished merge");
             }
             return Ok(None);
         }
         // Rows deleted in an input since the merge read it.
         let mut carried = RoaringBitmap::new();
         for (read, map) in &merged.inputs {
-            let Some(now) = live.iter().find(|s| s.id == read.id) else {
+            let Some(now) = listed.iter().find(|s| s.id == read.id) else {
                 continue;
             };
             if now.deletes == read.deletes {
@@ -228,6 +221,35 @@ pub fn publish_merged(
             Ok(()) => return Ok(Some(next.version)),
             Err(eddy_manifest::Error::Conflict { .. }) => continue,
             Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+impl Maintenance {
+    /// Merges `inputs` (a tier the policy picked), publishes the result, and
+    /// logs and counts the outcome.
+    pub(super) fn merge_tier(&self, def: &CollectionDef, manifest: &Manifest, inputs: &[String]) {
+        let started = Instant::now();
+        let outcome = write_merged(&self.store, def, manifest, inputs)
+            .and_then(|merged| Ok((publish_merged(&self.store, &def.name, &merged)?, merged)));
+        let label = match &outcome {
+            Ok((Some(version), merged)) => {
+                info!(collection = %def.name, inputs = inputs.len(), rows = merged.rows, segment = %merged.id, version, took_ms = started.elapsed().as_millis() as u64, "segments merged");
+                "published"
+            }
+            Ok((None, _)) => "superseded",
+            Err(e) => {
+                warn!(collection = %def.name, error = %e, "merge failed");
+                "failed"
+            }
+        };
+        self.metrics
+            .merges
+            .with_label_values(&[&def.name, label])
+            .inc();
+        if label == "failed" {
+            // Do not spin on a merge that keeps failing.
+            std::thread::sleep(self.poll);
         }
     }
 }

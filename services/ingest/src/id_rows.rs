@@ -1,7 +1,7 @@
-//! The live-row index: where the current row of every id lives among the
-//! sealed segments, so a seal can delete the rows its events replace.
-//! Entries whose row was deleted since stay in the map and are filtered on
-//! lookup, so syncing a delete file costs nothing per row.
+//! The id → row map of one collection: where the current row of every id
+//! is among the sealed segments, so a seal can delete the rows its events
+//! replace. Entries whose row was deleted since stay in the map and are
+//! filtered on lookup, so syncing a delete file costs nothing per row.
 
 use std::collections::{HashMap, HashSet};
 
@@ -12,7 +12,7 @@ use roaring::RoaringBitmap;
 
 /// Current sealed row of each id, and each segment's delete bitmap.
 #[derive(Debug, Default)]
-pub struct LiveIndex {
+pub struct IdRows {
     /// id -> (segment slot, row).
     rows: HashMap<PointId, (u32, u32)>,
     /// Segment id of each slot.
@@ -24,14 +24,14 @@ pub struct LiveIndex {
     delete_files: Vec<Option<String>>,
 }
 
-impl LiveIndex {
-    /// Brings the index up to `manifest`: loads segments it has not seen and
+impl IdRows {
+    /// Brings the map up to `manifest`: loads segments it has not seen and
     /// re-reads delete files that changed. A manifest that dropped segments
-    /// (a merge) rebuilds the index from scratch.
+    /// (a merge) rebuilds the map from scratch.
     pub fn sync(&mut self, store: &Store, manifest: &Manifest) -> eddy_manifest::Result<()> {
-        let live: HashSet<&str> = manifest.segments.iter().map(|s| s.id.as_str()).collect();
-        if self.slots.iter().any(|s| !live.contains(s.as_str())) {
-            *self = LiveIndex::default();
+        let listed: HashSet<&str> = manifest.segments.iter().map(|s| s.id.as_str()).collect();
+        if self.slots.iter().any(|s| !listed.contains(s.as_str())) {
+            *self = IdRows::default();
         }
         for entry in &manifest.segments {
             let slot = match self.slot_of.get(&entry.id) {

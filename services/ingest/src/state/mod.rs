@@ -1,19 +1,24 @@
 //! One collection's ingest state: the growing buffer, the partitions this
-//! worker owns, and the seal that turns the buffer into a published segment.
+//! worker owns, and (in [`seal`]) the seal that turns the buffer into a
+//! published segment.
 
-use std::collections::{BTreeMap, HashMap};
+mod seal;
+
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use eddy_event::{Event, Message, Reason, Rejection};
-use eddy_manifest::{Manifest, SegmentEntry, Store};
+use eddy_manifest::{Manifest, Store};
 use eddy_model::CollectionDef;
 use eddy_segment::Growing;
-use roaring::RoaringBitmap;
 use tracing::{debug, info, warn};
 
-use crate::index::LiveIndex;
+use crate::config::SealPolicy;
+use crate::error::Result;
+use crate::id_rows::IdRows;
 use crate::metrics::IngestMetrics;
-use crate::{Error, Result, SealPolicy};
+
+pub use seal::SealOutcome;
 
 /// A partition this worker owns.
 #[derive(Debug, Clone, Copy)]
@@ -24,15 +29,6 @@ struct Owned {
     next: i64,
     /// Set when retention deleted unread data: the partition is stopped.
     stalled: bool,
-}
-
-/// What one seal published.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SealOutcome {
-    /// The manifest version published.
-    pub version: u64,
-    /// Per owned, unfenced partition, the offset now covered (for the commit).
-    pub committed: BTreeMap<u32, i64>,
 }
 
 /// The ingest state of one collection on one worker.
@@ -46,7 +42,8 @@ pub struct CollectionState {
     owned: BTreeMap<u32, Owned>,
     /// Newest manifest this worker knows.
     manifest: Manifest,
-    index: LiveIndex,
+    /// Where the current sealed row of every id is.
+    id_rows: IdRows,
     /// When the first event of the current buffer arrived.
     first_event: Option<Instant>,
 }
@@ -60,8 +57,8 @@ impl CollectionState {
         metrics: IngestMetrics,
     ) -> Result<Self> {
         let manifest = store.latest_manifest(&def.name)?;
-        let mut index = LiveIndex::default();
-        index.sync(&store, &manifest)?;
+        let mut id_rows = IdRows::default();
+        id_rows.sync(&store, &manifest)?;
         let buffer = Growing::new(def.dimension as usize, def.metric, def.id_type);
         let state = Self {
             def,
@@ -71,7 +68,7 @@ impl CollectionState {
             buffer,
             owned: BTreeMap::new(),
             manifest,
-            index,
+            id_rows,
             first_event: None,
         };
         state.publish_gauges();
@@ -111,17 +108,12 @@ impl CollectionState {
                         starts.insert(*p, state.next_offset);
                     }
                     info!(collection = %self.def.name, ?starts, version = next.version, "partitions assigned");
-                    self.index.sync(&self.store, &next)?;
+                    self.id_rows.sync(&self.store, &next)?;
                     self.manifest = next;
                     self.publish_gauges();
                     return Ok(starts);
                 }
-                Err(eddy_manifest::Error::Conflict { .. }) => {
-                    self.metrics
-                        .cas_conflicts
-                        .with_label_values(&[&self.def.name])
-                        .inc();
-                }
+                Err(eddy_manifest::Error::Conflict { .. }) => self.count_conflict(),
                 Err(e) => return Err(e.into()),
             }
         }
@@ -241,152 +233,13 @@ impl CollectionState {
             .any(|(p, o)| o.next > self.manifest.next_offset(*p))
     }
 
-    /// Seals the buffer: writes its live rows as a segment, then publishes a
-    /// manifest version with the segment, the delete bits of the sealed rows
-    /// its events replaced or removed, and the new offsets. Partitions whose
-    /// epoch moved on (another worker took them) are fenced: their rows are
-    /// published pre-deleted and their offsets not advanced.
-    pub fn seal(&mut self) -> Result<Option<SealOutcome>> {
-        if !self.has_progress() {
-            self.first_event = None;
-            return Ok(None);
-        }
-        let started = Instant::now();
-        let new_segment = if self.buffer.live_rows() > 0 {
-            let (id, path) = self.store.new_segment(&self.def.name);
-            let bytes = self
-                .buffer
-                .write_segment(&path, &self.def.payload_fields)
-                .map_err(eddy_manifest::Error::from)?;
-            let partitions: Vec<u32> = self.buffer.live_row_refs().map(|r| r.partition).collect();
-            let mut offset_ranges: BTreeMap<u32, (i64, i64)> = BTreeMap::new();
-            for r in self.buffer.live_row_refs() {
-                let e = offset_ranges
-                    .entry(r.partition)
-                    .or_insert((r.offset, r.offset));
-                e.0 = e.0.min(r.offset);
-                e.1 = e.1.max(r.offset);
-            }
-            Some((id, bytes, partitions, offset_ranges))
-        } else {
-            None
-        };
-        let outcome = loop {
-            let latest = self.store.latest_manifest(&self.def.name)?;
-            self.index.sync(&self.store, &latest)?;
-            let mut next = latest.successor();
-            let fenced = |p: u32| {
-                self.owned.get(&p).is_none_or(|o| {
-                    latest.partitions.get(&p).map_or(0, |s| s.owner_epoch) != o.epoch
-                })
-            };
-            // Delete bits on older segments for every id this buffer touched.
-            let mut deletes: HashMap<String, RoaringBitmap> = HashMap::new();
-            for (id, touch) in self.buffer.touches() {
-                if fenced(touch.partition) {
-                    continue;
-                }
-                if let Some((segment, row)) = self.index.get(id) {
-                    deletes
-                        .entry(segment.to_owned())
-                        .or_insert_with(|| self.index.deleted(segment))
-                        .insert(row);
-                }
-            }
-            for entry in &mut next.segments {
-                if let Some(bits) = deletes.get(&entry.id) {
-                    entry.deletes =
-                        Some(self.store.write_deletes(&self.def.name, &entry.id, bits)?);
-                    entry.deleted = bits.len();
-                }
-            }
-            if let Some((id, bytes, partitions, offset_ranges)) = &new_segment {
-                let pre_deleted: RoaringBitmap = partitions
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, p)| fenced(**p))
-                    .map(|(row, _)| row as u32)
-                    .collect();
-                let deletes = if pre_deleted.is_empty() {
-                    None
-                } else {
-                    Some(self.store.write_deletes(&self.def.name, id, &pre_deleted)?)
-                };
-                next.segments.push(SegmentEntry {
-                    id: id.clone(),
-                    rows: partitions.len() as u64,
-                    bytes: *bytes,
-                    deletes,
-                    deleted: pre_deleted.len(),
-                    offset_ranges: offset_ranges.clone(),
-                    index: None,
-                });
-            }
-            let mut committed = BTreeMap::new();
-            for (p, o) in &self.owned {
-                if fenced(*p) {
-                    warn!(collection = %self.def.name, partition = p, "partition fenced by a newer owner: its rows are published deleted");
-                    continue;
-                }
-                let state = next.partitions.entry(*p).or_default();
-                state.next_offset = state.next_offset.max(o.next);
-                committed.insert(*p, state.next_offset);
-            }
-            match self.store.publish(&next) {
-                Ok(()) => {
-                    if let Some((id, ..)) = &new_segment {
-                        let ids = self.buffer.live_row_refs().map(|r| r.id.clone());
-                        self.index.add_segment(id, ids);
-                    }
-                    // Only the delete files this seal wrote are read back.
-                    self.index.sync(&self.store, &next)?;
-                    let version = next.version;
-                    self.manifest = next;
-                    break SealOutcome { version, committed };
-                }
-                Err(eddy_manifest::Error::Conflict { .. }) => {
-                    self.metrics
-                        .cas_conflicts
-                        .with_label_values(&[&self.def.name])
-                        .inc();
-                }
-                Err(e) => return Err(e.into()),
-            }
-        };
-        // Fenced partitions lose ownership for good.
-        let lost: Vec<u32> = self
-            .owned
-            .keys()
-            .filter(|p| !outcome.committed.contains_key(p))
-            .copied()
-            .collect();
-        for p in lost {
-            self.owned.remove(&p);
-        }
-        let rows = self.buffer.live_rows();
-        self.buffer = Growing::new(
-            self.def.dimension as usize,
-            self.def.metric,
-            self.def.id_type,
-        );
-        self.first_event = None;
+    /// Counts a manifest compare-and-swap conflict (another writer
+    /// published first; the caller retries on the newer version).
+    fn count_conflict(&self) {
         self.metrics
-            .seal_seconds
-            .observe(started.elapsed().as_secs_f64());
-        self.metrics
-            .seals
+            .cas_conflicts
             .with_label_values(&[&self.def.name])
             .inc();
-        self.publish_gauges();
-        info!(
-            collection = %self.def.name,
-            version = outcome.version,
-            rows,
-            segments = self.manifest.segments.len(),
-            took_ms = started.elapsed().as_millis() as u64,
-            "sealed"
-        );
-        Ok(Some(outcome))
     }
 
     fn publish_gauges(&self) {
@@ -409,11 +262,5 @@ impl CollectionState {
                 .with_label_values(&[name, &p.to_string()])
                 .set(s.next_offset);
         }
-    }
-}
-
-impl From<eddy_segment::Error> for Error {
-    fn from(e: eddy_segment::Error) -> Self {
-        Error::Store(e.into())
     }
 }

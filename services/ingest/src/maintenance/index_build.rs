@@ -1,0 +1,117 @@
+//! The index-build job: builds the graph and SQ8 codes of the oldest
+//! unindexed segment of a collection on the maintenance pool and publishes
+//! a manifest version that names the index file.
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use eddy_manifest::Manifest;
+use eddy_segment::Segment;
+use tracing::{info, warn};
+
+use super::{Maintenance, MaintenanceError};
+
+/// Outcome of trying to index one segment.
+enum Built {
+    /// Published in this manifest version.
+    Published(u64),
+    /// The segment left the manifest, or got an index from someone else.
+    Superseded,
+}
+
+impl Maintenance {
+    /// Indexes the oldest unindexed segment of `collection` whose build has
+    /// not failed before, and updates the unindexed-rows gauge. Returns
+    /// whether a build ran.
+    pub(super) fn index_next(
+        &self,
+        collection: &str,
+        manifest: &Manifest,
+        failed_builds: &mut HashSet<(String, String)>,
+    ) -> bool {
+        let pending = pending(manifest, self.params.min_rows);
+        self.metrics
+            .unindexed_rows
+            .with_label_values(&[collection])
+            .set(pending.iter().map(|(_, rows)| *rows as i64).sum());
+        let Some((segment, _)) = pending
+            .into_iter()
+            .find(|(id, _)| !failed_builds.contains(&(collection.to_owned(), id.clone())))
+        else {
+            return false;
+        };
+        let started = Instant::now();
+        match self.index_segment(collection, &segment) {
+            Ok(Built::Published(version)) => {
+                let took = started.elapsed();
+                self.metrics.index_seconds.observe(took.as_secs_f64());
+                self.count_build(collection, "published");
+                info!(collection, %segment, version, took_ms = took.as_millis() as u64, "segment indexed");
+            }
+            Ok(Built::Superseded) => self.count_build(collection, "superseded"),
+            Err(e) => {
+                self.count_build(collection, "failed");
+                warn!(collection, %segment, error = %e, "indexing failed; the segment stays exact-scanned");
+                failed_builds.insert((collection.to_owned(), segment));
+            }
+        }
+        true
+    }
+
+    fn count_build(&self, collection: &str, outcome: &str) {
+        self.metrics
+            .index_builds
+            .with_label_values(&[collection, outcome])
+            .inc();
+    }
+
+    /// Builds, writes and publishes the index of one segment.
+    fn index_segment(&self, collection: &str, segment: &str) -> Result<Built, MaintenanceError> {
+        let seg = Segment::open(&self.store.segment_path(collection, segment))?;
+        let name = self.store.new_index_name(segment);
+        let path = self.store.index_path(collection, &name);
+        let written = self
+            .pool
+            .install(|| eddy_segment::build_index(&seg, &self.params, &path))?;
+        if written.is_none() {
+            return Ok(Built::Superseded);
+        }
+        loop {
+            let latest = self.store.latest_manifest(collection)?;
+            let Some(pos) = latest
+                .segments
+                .iter()
+                .position(|s| s.id == segment && s.index.is_none())
+            else {
+                remove_quietly(&path);
+                return Ok(Built::Superseded);
+            };
+            let mut next = latest.successor();
+            next.segments[pos].index = Some(name.clone());
+            match self.store.publish(&next) {
+                Ok(()) => return Ok(Built::Published(next.version)),
+                Err(eddy_manifest::Error::Conflict { .. }) => continue,
+                Err(e) => {
+                    remove_quietly(&path);
+                    return Err(e.into());
+                }
+            }
+        }
+    }
+}
+
+/// Listed segments that should have an index and do not, oldest first.
+fn pending(manifest: &Manifest, min_rows: usize) -> Vec<(String, u64)> {
+    manifest
+        .segments
+        .iter()
+        .filter(|s| s.index.is_none() && s.rows >= min_rows.max(1) as u64)
+        .map(|s| (s.id.clone(), s.rows))
+        .collect()
+}
+
+fn remove_quietly(path: &std::path::Path) {
+    if let Err(e) = std::fs::remove_file(path) {
+        warn!(path = %path.display(), error = %e, "removing an unused index file");
+    }
+}

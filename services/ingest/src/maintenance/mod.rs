@@ -1,0 +1,150 @@
+//! Maintenance: the background thread that keeps a collection's segments
+//! cheap to search, one module per job, and the loop that schedules them:
+//!
+//! - `index_build`: builds the graph and SQ8 codes of sealed segments on a
+//!   bounded rayon pool and publishes them with a manifest version that names
+//!   the segment's index file;
+//! - [`merge`]: combines a size tier of small segments into one;
+//! - `gc`: removes old manifest versions and files no retained version
+//!   names.
+//!
+//! Segments are published flat first (searchable by exact scan at once), so
+//! ingest speed is never capped by graph-build speed. Maintenance works from
+//! the manifest alone: after a crash, or for segments another process
+//! sealed, it finds every listed segment without an index and builds it.
+//! Two processes doing the same job both write (uniquely named) files; the
+//! manifest compare-and-swap keeps one and the other is removed.
+
+mod error;
+mod gc;
+mod index_build;
+pub mod merge;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use eddy_manifest::Store;
+use eddy_model::CollectionDef;
+use eddy_segment::IndexParams;
+use tracing::warn;
+
+use crate::config::IngestConfig;
+use crate::error::{Error, Result};
+use crate::metrics::IngestMetrics;
+
+pub use error::MaintenanceError;
+pub use gc::GcSchedule;
+use merge::MergePolicy;
+
+/// Name of the maintenance thread.
+const THREAD_NAME: &str = "eddy-maintenance";
+
+/// The maintenance thread's settings and handles.
+pub(crate) struct Maintenance {
+    store: Store,
+    /// How segment indexes are built.
+    params: IndexParams,
+    /// The pool that builds segment indexes (`--index-threads`).
+    pool: rayon::ThreadPool,
+    metrics: IngestMetrics,
+    /// Sleep between passes that found nothing to do.
+    poll: Duration,
+    merge: MergePolicy,
+    /// Garbage collection of old manifests and unreferenced files (None = off).
+    gc: Option<GcSchedule>,
+}
+
+/// What the loop remembers between passes.
+#[derive(Debug, Default)]
+struct Progress {
+    /// `(collection, segment)` whose index build failed, not retried until
+    /// restart (logged and counted; they stay searchable exactly).
+    failed_builds: HashSet<(String, String)>,
+    /// When garbage was last collected.
+    last_gc: Option<Instant>,
+}
+
+impl Maintenance {
+    /// Maintenance as `config` says, over `store`.
+    pub(crate) fn new(config: &IngestConfig, store: Store, metrics: IngestMetrics) -> Result<Self> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(config.index_threads.max(1))
+            .thread_name(|i| format!("eddy-index-{i}"))
+            .build()?;
+        Ok(Self {
+            store,
+            params: config.index_params(),
+            pool,
+            metrics,
+            poll: Duration::from_millis(config.index_poll_ms.max(10)),
+            merge: config.merge_policy(),
+            gc: config.gc_schedule(),
+        })
+    }
+
+    /// Runs [`Maintenance::run`] on its own thread until `stop` is set.
+    pub(crate) fn spawn(self, stop: Arc<AtomicBool>) -> Result<()> {
+        std::thread::Builder::new()
+            .name(THREAD_NAME.into())
+            .spawn(move || self.run(&stop))
+            .map_err(|source| Error::Thread {
+                name: THREAD_NAME.into(),
+                source,
+            })?;
+        Ok(())
+    }
+
+    /// Runs passes until `stop` is set, sleeping after a pass that found
+    /// nothing to do.
+    pub(crate) fn run(&self, stop: &AtomicBool) {
+        let mut progress = Progress::default();
+        while !stop.load(Ordering::Relaxed) {
+            if !self.pass(&mut progress, stop) {
+                std::thread::sleep(self.poll);
+            }
+        }
+    }
+
+    /// One pass: garbage collection when due, then for each collection a
+    /// merge if one is due, else the index of its oldest unindexed segment.
+    /// Returns whether any job ran.
+    fn pass(&self, progress: &mut Progress, stop: &AtomicBool) -> bool {
+        let collections = match self.store.collections() {
+            Ok(c) => c,
+            Err(e) => {
+                warn!(error = %e, "maintenance: listing collections");
+                Vec::new()
+            }
+        };
+        self.collect_garbage_if_due(&collections, &mut progress.last_gc);
+        let mut worked = false;
+        for def in &collections {
+            if self.maintain(def, &mut progress.failed_builds) {
+                worked = true;
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+            }
+        }
+        worked
+    }
+
+    /// Runs the next due job of one collection: a merge, else an index
+    /// build. Returns whether one ran.
+    fn maintain(&self, def: &CollectionDef, failed_builds: &mut HashSet<(String, String)>) -> bool {
+        let manifest = match self.store.latest_manifest(&def.name) {
+            Ok(m) => m,
+            Err(e) => {
+                warn!(collection = %def.name, error = %e, "maintenance: reading the manifest");
+                return false;
+            }
+        };
+        if let Some(inputs) = self.merge.pick(&manifest) {
+            self.merge_tier(def, &manifest, &inputs);
+            return true;
+        }
+        self.index_next(&def.name, &manifest, failed_builds)
+    }
+}

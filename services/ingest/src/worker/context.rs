@@ -1,0 +1,206 @@
+//! The consumer context of a worker: it owns the collection state so the
+//! rebalance callback (run inside `poll`, on the worker thread) can take
+//! partitions over from the manifest (never from Kafka's committed offsets)
+//! and seal before giving partitions up.
+
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, RebalanceProtocol};
+use rdkafka::types::RDKafkaRespErr;
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use tracing::{error, warn};
+
+use crate::dlq::DeadLetters;
+use crate::error::{Error, Result};
+use crate::state::{CollectionState, SealOutcome};
+
+/// How long a rebalance waits for a partition's watermarks.
+const WATERMARK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Consumer context: the collection state, its dead letters, and the first
+/// failure of a callback (returned by the poll loop).
+pub(crate) struct IngestContext {
+    topic: String,
+    pub(super) state: Mutex<CollectionState>,
+    pub(super) dlq: DeadLetters,
+    failure: Mutex<Option<Error>>,
+}
+
+impl ClientContext for IngestContext {}
+
+impl IngestContext {
+    /// A context for `topic` over `state`.
+    pub(super) fn new(topic: String, state: CollectionState, dlq: DeadLetters) -> Self {
+        Self {
+            topic,
+            state: Mutex::new(state),
+            dlq,
+            failure: Mutex::new(None),
+        }
+    }
+
+    /// Seals once every dead letter so far is acknowledged (a manifest must
+    /// never cover a rejected event the dead-letter topic does not hold).
+    pub(super) fn seal(&self) -> Result<Option<SealOutcome>> {
+        self.dlq.flush()?;
+        self.state.lock().seal()
+    }
+
+    /// The first failure a callback recorded since the last call, as an error.
+    pub(super) fn take_failure(&self) -> Result<()> {
+        match self.failure.lock().take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn fail(&self, e: Error) {
+        error!(topic = %self.topic, error = %e, "ingest worker failed");
+        self.failure.lock().get_or_insert(e);
+    }
+
+    /// Commits the offsets a seal covered, for lag tools (best effort).
+    pub(super) fn commit(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        outcome: &SealOutcome,
+        mode: CommitMode,
+    ) {
+        let mut tpl = TopicPartitionList::new();
+        for (p, off) in &outcome.committed {
+            if *off > 0 {
+                if let Err(e) =
+                    tpl.add_partition_offset(&self.topic, *p as i32, Offset::Offset(*off))
+                {
+                    warn!(error = %e, "building the offset commit");
+                }
+            }
+        }
+        if tpl.count() > 0 {
+            // The manifest is the source of truth; a failed commit only makes
+            // lag tools lag. Resumption never reads committed offsets.
+            if let Err(e) = consumer.commit(&tpl, mode) {
+                warn!(topic = %self.topic, error = %e, "offset commit failed");
+            }
+        }
+    }
+
+    /// Takes `partitions` over: publishes their new owner epochs, points
+    /// `tpl` at the manifest's offsets, and assigns them.
+    fn take_over(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        tpl: &mut TopicPartitionList,
+        partitions: &[u32],
+        cooperative: bool,
+    ) {
+        self.set_start_offsets(consumer, tpl, partitions);
+        let assigned = if cooperative {
+            consumer.incremental_assign(tpl)
+        } else {
+            consumer.assign(tpl)
+        };
+        if let Err(source) = assigned {
+            self.fail(Error::Kafka {
+                action: "assigning partitions",
+                source,
+            });
+        }
+    }
+
+    /// Publishes the owner epochs of `partitions` and sets each one's start
+    /// in `tpl` to the manifest's `next_offset` (the beginning when 0); a
+    /// partition whose log start passed that offset is stalled.
+    fn set_start_offsets(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        tpl: &mut TopicPartitionList,
+        partitions: &[u32],
+    ) {
+        let mut state = self.state.lock();
+        let starts = match state.assign(partitions) {
+            Ok(starts) => starts,
+            Err(e) => {
+                self.fail(e);
+                return;
+            }
+        };
+        for (p, start) in &starts {
+            let offset = if *start > 0 {
+                Offset::Offset(*start)
+            } else {
+                Offset::Beginning
+            };
+            if let Err(e) = tpl.set_partition_offset(&self.topic, *p as i32, offset) {
+                warn!(error = %e, "setting the start offset");
+            }
+            if *start > 0 {
+                match consumer.fetch_watermarks(&self.topic, *p as i32, WATERMARK_TIMEOUT) {
+                    Ok((low, _)) if low > *start => state.stall(*p, low),
+                    Ok(_) => {}
+                    Err(e) => warn!(partition = p, error = %e, "fetching watermarks"),
+                }
+            }
+        }
+    }
+
+    /// Gives `partitions` up: seals what the buffer holds (so the next owner
+    /// starts where this one stopped), then unassigns them.
+    fn give_up(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        tpl: &TopicPartitionList,
+        partitions: &[u32],
+        cooperative: bool,
+    ) {
+        match self.seal() {
+            Ok(Some(outcome)) => self.commit(consumer, &outcome, CommitMode::Sync),
+            Ok(None) => {}
+            // Not sealed: the next owner resumes from the manifest.
+            Err(e) => {
+                warn!(topic = %self.topic, error = %e, "could not seal before giving partitions up")
+            }
+        }
+        self.state.lock().revoke(partitions);
+        let revoked = if cooperative {
+            consumer.incremental_unassign(tpl)
+        } else {
+            consumer.unassign()
+        };
+        if let Err(source) = revoked {
+            self.fail(Error::Kafka {
+                action: "unassigning partitions",
+                source,
+            });
+        }
+    }
+}
+
+impl ConsumerContext for IngestContext {
+    fn rebalance(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        err: RDKafkaRespErr,
+        tpl: &mut TopicPartitionList,
+    ) {
+        let partitions: Vec<u32> = tpl
+            .elements()
+            .iter()
+            .map(|e| e.partition() as u32)
+            .collect();
+        let cooperative = matches!(
+            consumer.rebalance_protocol(),
+            RebalanceProtocol::Cooperative
+        );
+        match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                self.take_over(consumer, tpl, &partitions, cooperative)
+            }
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                self.give_up(consumer, tpl, &partitions, cooperative)
+            }
+            other => error!(topic = %self.topic, error = ?other, "rebalance error"),
+        }
+    }
+}

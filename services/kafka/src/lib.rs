@@ -1,0 +1,21 @@
+//! eddy-kafka: the Kafka client plumbing shared by `eddy-ingest` and
+//! `eddy-query`.
+//!
+//! - [`KafkaSettings`]: the user's brokers and pass-through properties, and
+//!   the librdkafka configuration of every client role built from them with
+//!   one precedence (eddy's defaults < the user's properties < what eddy
+//!   enforces);
+//! - [`event_message`]: a consumed record as the decoder's
+//!   [`eddy_event::Message`];
+//! - [`partition_lags`]: how far a consumer's positions trail each
+//!   partition's high watermark.
+//!
+//! Flags are parsed in `eddy-config`; what an event means is `eddy-event`'s.
+
+mod lag;
+mod message;
+mod settings;
+
+pub use lag::{lag, partition_lags};
+pub use message::event_message;
+pub use settings::{KafkaSettings, MANUAL_OFFSETS};

@@ -1,0 +1,85 @@
+//! The service's network side: the HTTP and Flight listeners and servers,
+//! and the task that picks up new collections.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus::Registry;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::engine::Engine;
+use crate::error::Error;
+use crate::{flight, http};
+
+/// Binds `addr` for `endpoint`; returns the listener and its bound address.
+pub(crate) async fn bind(
+    endpoint: &'static str,
+    addr: SocketAddr,
+) -> Result<(TcpListener, SocketAddr), Error> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| Error::Bind {
+            endpoint,
+            addr,
+            source,
+        })?;
+    let bound = listener.local_addr().map_err(|source| Error::LocalAddr {
+        endpoint,
+        addr,
+        source,
+    })?;
+    Ok((listener, bound))
+}
+
+/// Serves the HTTP API (and `/metrics` from `registry`) on `listener`.
+pub(crate) fn serve_http(
+    listener: TcpListener,
+    engine: Arc<Engine>,
+    registry: Registry,
+) -> JoinHandle<()> {
+    let app = http::router(http::HttpState { engine, registry });
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY");
+        }
+    });
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(error = %e, "HTTP server stopped");
+        }
+    })
+}
+
+/// Serves Arrow Flight on `listener`.
+pub(crate) fn serve_flight(listener: TcpListener, engine: Arc<Engine>) -> JoinHandle<()> {
+    let flight = flight::make_server(engine);
+    tokio::spawn(async move {
+        // No Nagle: small result messages would otherwise wait for the
+        // client's delayed ACK (~40 ms per DoGet).
+        let incoming =
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+        if let Err(e) = tonic::transport::Server::builder()
+            .add_service(flight)
+            .serve_with_incoming(incoming)
+            .await
+        {
+            tracing::error!(error = %e, "Flight server stopped");
+        }
+    })
+}
+
+/// Looks for new collections in the store every `poll`.
+pub(crate) fn refresh_collections(engine: Arc<Engine>, poll: Duration) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(poll).await;
+            let engine = engine.clone();
+            // Listing the store is file I/O: keep it off the async workers.
+            if let Err(e) = tokio::task::spawn_blocking(move || engine.refresh()).await {
+                tracing::error!(error = %e, "collection refresh panicked");
+            }
+        }
+    })
+}
