@@ -11,6 +11,13 @@
 //! `512/2`, is AVX2 ns over `avx512-all` ns per round (> 1: the AVX-512
 //! variant is faster): the number the per-kernel dispatch rule reads.
 //!
+//! Memory layout, as in eddy: every row (the second operand; the code operand
+//! of `dot_u8_i7`) starts on a 64-byte boundary, like the rows of a segment
+//! (64-byte aligned sections, rows a multiple of 64 bytes), and every query
+//! starts [`QUERY_OFFSET`] bytes past one, like a heap-allocated query
+//! (glibc's malloc aligns to 16). Unaligned 512-bit loads split two cache
+//! lines, so the layout moves the f32 AVX-512/AVX2 ratio by up to 1.5x.
+//!
 //! ```text
 //! cargo bench -p eddy-kernels --bench ratios              # every row
 //! cargo bench -p eddy-kernels --bench ratios -- dot_u8    # rows whose name contains a filter
@@ -29,7 +36,50 @@ const ROUNDS: usize = 41;
 const BURST_NS: f64 = 1e6;
 const SCAN_BYTES: usize = 256 << 20;
 
+/// Bytes past a 64-byte boundary at which each query starts (rows start on one).
+const QUERY_OFFSET: usize = 16;
+
 type Case<'a> = (String, Box<dyn FnMut() + 'a>);
+
+/// A copy of some values that starts a chosen number of bytes past a 64-byte boundary.
+struct Placed<T> {
+    buf: Vec<T>,
+    start: usize,
+    len: usize,
+}
+
+impl<T: Copy + Default> Placed<T> {
+    fn new(values: &[T], offset: usize) -> Self {
+        let size = std::mem::size_of::<T>();
+        let mut buf = vec![T::default(); values.len() + 128 / size];
+        let misalignment = buf.as_ptr() as usize % 64;
+        let start = ((64 - misalignment) % 64 + offset) / size;
+        buf[start..start + values.len()].copy_from_slice(values);
+        Self {
+            buf,
+            start,
+            len: values.len(),
+        }
+    }
+
+    /// A query: [`QUERY_OFFSET`] bytes past a cache line.
+    fn query(values: Vec<T>) -> Self {
+        Self::new(&values, QUERY_OFFSET)
+    }
+
+    /// A row or block of rows: on a cache line.
+    fn row(values: Vec<T>) -> Self {
+        Self::new(&values, 0)
+    }
+}
+
+impl<T> std::ops::Deref for Placed<T> {
+    type Target = [T];
+
+    fn deref(&self) -> &[T] {
+        &self.buf[self.start..self.start + self.len]
+    }
+}
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -179,11 +229,13 @@ fn main() {
 
 /// f32 and byte kernels on one pair of `dim`-long vectors.
 fn pair_rows(rows: &Rows, tables: &[&'static Kernels], r: &mut ChaCha8Rng, dim: usize) {
-    let (a, b) = (f32s(r, dim), f32s(r, dim));
-    let (ai, bi): (Vec<i8>, Vec<i8>) = (randoms(r, dim), randoms(r, dim));
-    let (au, bu): (Vec<u8>, Vec<u8>) = (randoms(r, dim), randoms(r, dim));
-    let q7: Vec<i8> = bi.iter().map(|&x| (x / 2).clamp(-64, 64)).collect();
-    let (a, b, ai, bi, au, bu) = (&a, &b, &ai, &bi, &au, &bu);
+    let (a, b) = (Placed::query(f32s(r, dim)), Placed::row(f32s(r, dim)));
+    let (ai, bi) = (Placed::query(randoms(r, dim)), Placed::row(randoms(r, dim)));
+    let (au, bu) = (Placed::query(randoms(r, dim)), Placed::row(randoms(r, dim)));
+    let q7 = Placed::query(ai.iter().map(|&x: &i8| (x / 2).clamp(-64, 64)).collect());
+    let (a, b): (&[f32], &[f32]) = (&a, &b);
+    let (ai, bi): (&[i8], &[i8]) = (&ai, &bi);
+    let (au, bu): (&[u8], &[u8]) = (&au, &bu);
     let q7 = QueryI7::new(&q7).expect("halved i8 lies in -64..=64");
 
     let cases = per_table(tables, |k| {
@@ -245,7 +297,7 @@ fn pair_rows(rows: &Rows, tables: &[&'static Kernels], r: &mut ChaCha8Rng, dim: 
     // The SQ8 graph walk's kernel (u8 codes x 7-bit query).
     let cases = per_table(tables, |k| {
         Box::new(move || {
-            black_box(k.dot_u8_i7(black_box(au), black_box(q7)));
+            black_box(k.dot_u8_i7(black_box(bu), black_box(q7)));
         })
     });
     rows.run(&format!("dot_u8_i7/{dim}"), cases);
@@ -256,16 +308,20 @@ fn code_rows(rows: &Rows, tables: &[&'static Kernels], r: &mut ChaCha8Rng, dim: 
     // Batch forms: one query against 256 rows (per-call ns).
     let n_rows = 256;
     let words = dim / 64;
-    let qu: Vec<u8> = randoms(r, dim);
-    let ublock: Vec<u8> = randoms(r, n_rows * dim);
-    let (wa, wb): (Vec<u64>, Vec<u64>) = (randoms(r, words), randoms(r, words));
-    let wblock: Vec<u64> = randoms(r, n_rows * words);
-    let bblock: Vec<u8> = randoms(r, n_rows * dim / 8);
-    let ba: Vec<u8> = randoms(r, dim / 8);
-    let bb: Vec<u8> = randoms(r, dim / 8);
-    let planes: Vec<u64> = randoms(r, 4 * words);
-    let (qu, ublock, wa, wb, wblock) = (&qu, &ublock, &wa, &wb, &wblock);
-    let (bblock, ba, bb, planes) = (&bblock, &ba, &bb, &planes);
+    let qu = Placed::<u8>::query(randoms(r, dim));
+    let ublock = Placed::<u8>::row(randoms(r, n_rows * dim));
+    let (wa, wb) = (
+        Placed::<u64>::query(randoms(r, words)),
+        Placed::<u64>::row(randoms(r, words)),
+    );
+    let wblock = Placed::<u64>::row(randoms(r, n_rows * words));
+    let bblock = Placed::<u8>::row(randoms(r, n_rows * dim / 8));
+    let ba = Placed::<u8>::query(randoms(r, dim / 8));
+    let bb = Placed::<u8>::row(randoms(r, dim / 8));
+    let planes = Placed::<u64>::query(randoms(r, 4 * words));
+    let (qu, ublock): (&[u8], &[u8]) = (&qu, &ublock);
+    let (wa, wb, wblock): (&[u64], &[u64], &[u64]) = (&wa, &wb, &wblock);
+    let (bblock, ba, bb, planes): (&[u8], &[u8], &[u8], &[u64]) = (&bblock, &ba, &bb, &planes);
 
     let cases = per_table(tables, |k| {
         let mut out = vec![0u32; n_rows];
@@ -339,25 +395,27 @@ fn pq_rows(rows: &Rows, best: &'static Kernels, r: &mut ChaCha8Rng) {
 fn block_scan(best: &'static Kernels, r: &mut ChaCha8Rng) {
     let dim = 384;
     let rows = SCAN_BYTES / (dim * 4);
-    let block = f32s(r, rows * dim);
-    let q = f32s(r, dim);
+    let block = Placed::row(f32s(r, rows * dim));
+    let q = Placed::query(f32s(r, dim));
     let mut out = vec![0.0f32; rows];
     let mut dst = vec![0.0f32; rows * dim];
-    let codes: Vec<u8> = (0..SCAN_BYTES / dim * dim)
-        .map(|i| (i * 31 % 251) as u8)
-        .collect();
-    let qc: Vec<u8> = codes[..dim].to_vec();
+    let codes = Placed::row(
+        (0..SCAN_BYTES / dim * dim)
+            .map(|i| (i * 31 % 251) as u8)
+            .collect(),
+    );
+    let qc = Placed::query(codes[..dim].to_vec());
     let mut out_u = vec![0u32; SCAN_BYTES / dim];
     let mut scans = [Vec::new(), Vec::new(), Vec::new()];
     for _ in 0..9 {
         let t = Instant::now();
-        best.dot_block(black_box(&q), &block, &mut out);
+        best.dot_block(black_box(&q[..]), &block, &mut out);
         scans[0].push(SCAN_BYTES as f64 / t.elapsed().as_nanos() as f64);
         let t = Instant::now();
-        dst.copy_from_slice(black_box(&block));
+        dst.copy_from_slice(black_box(&block[..]));
         scans[1].push(SCAN_BYTES as f64 / t.elapsed().as_nanos() as f64);
         let t = Instant::now();
-        best.dot_u8_block(black_box(&qc), &codes, &mut out_u);
+        best.dot_u8_block(black_box(&qc[..]), &codes, &mut out_u);
         scans[2].push(SCAN_BYTES as f64 / t.elapsed().as_nanos() as f64);
     }
     black_box((&out, &dst, &out_u));

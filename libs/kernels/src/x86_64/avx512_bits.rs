@@ -1,10 +1,12 @@
 //! AVX-512 popcount kernels (x86_64, F + BW + VPOPCNTDQ): Hamming distance and
 //! AND-popcount of bit vectors, and the block form of Hamming.
 //!
-//! Rows are read as bytes through [`fold_bytes`] (four independent `vpopcntq`
-//! sums, one masked load for the tail); rows shorter than
-//! [`POPCNT_MAX_WORDS`] words use the scalar POPCNT instruction instead, whose
-//! latency is shorter than a masked load plus a 512-bit reduction.
+//! Rows of more than 8 words are read as bytes through [`fold_bytes`] (four
+//! independent `vpopcntq` sums, one masked load for the tail); rows of 4 to 8
+//! words are one masked load each (the block form keeps the query in a
+//! register); rows shorter than [`POPCNT_MAX_WORDS`] words use the scalar
+//! POPCNT instruction, whose latency is shorter than a masked load plus a
+//! 512-bit reduction.
 //!
 //! Every function is `unsafe`: it needs the named CPU features and equal input
 //! lengths, both guaranteed by [`crate::Kernels`].
@@ -24,6 +26,29 @@ fn popcnt_words(a: &[u64], b: &[u64], op: impl Fn(u64, u64) -> u64) -> u32 {
         sums[k & 1] += op(*x, *y).count_ones();
     }
     sums[0] + sums[1]
+}
+
+/// Mask of the first `n` (1..=8) 64-bit lanes.
+#[inline(always)]
+fn word_mask(n: usize) -> __mmask8 {
+    (0xffu32 >> (8 - n)) as __mmask8
+}
+
+/// `Σ popcount(op(x, b))` for a row of at most 8 words: one masked load of `b`
+/// (lanes outside `m` are zero and never read), one reduction.
+///
+/// # Safety
+/// AVX-512 F/VPOPCNTDQ; `b` points to the `m.count_ones()` readable words
+/// that `m` selects, and `x` is zero outside `m`.
+#[inline(always)]
+unsafe fn popcnt_short(
+    x: __m512i,
+    b: *const u64,
+    m: __mmask8,
+    op: impl Fn(__m512i, __m512i) -> __m512i,
+) -> u32 {
+    let y = _mm512_maskz_loadu_epi64(m, b.cast());
+    _mm512_reduce_add_epi64(_mm512_popcnt_epi64(op(x, y))) as u32
 }
 
 /// `Σ popcount(op(a, b))` over whole rows with `vpopcntq`.
@@ -51,10 +76,16 @@ unsafe fn popcnt_rows(a: &[u64], b: &[u64], op: impl Fn(__m512i, __m512i) -> __m
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vpopcntdq,popcnt")]
 pub unsafe fn hamming(a: &[u64], b: &[u64]) -> u32 {
-    if a.len() < POPCNT_MAX_WORDS {
-        return popcnt_words(a, b, |x, y| x ^ y);
+    let n = a.len();
+    if n < POPCNT_MAX_WORDS {
+        popcnt_words(a, b, |x, y| x ^ y)
+    } else if n <= 8 {
+        let m = word_mask(n);
+        let x = _mm512_maskz_loadu_epi64(m, a.as_ptr().cast());
+        popcnt_short(x, b.as_ptr(), m, |x, y| _mm512_xor_si512(x, y))
+    } else {
+        popcnt_rows(a, b, |x, y| _mm512_xor_si512(x, y))
     }
-    popcnt_rows(a, b, |x, y| _mm512_xor_si512(x, y))
 }
 
 /// popcount(a AND b) with `vpopcntq`.
@@ -64,10 +95,16 @@ pub unsafe fn hamming(a: &[u64], b: &[u64]) -> u32 {
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vpopcntdq,popcnt")]
 pub unsafe fn and_popcount(a: &[u64], b: &[u64]) -> u32 {
-    if a.len() < POPCNT_MAX_WORDS {
-        return popcnt_words(a, b, |x, y| x & y);
+    let n = a.len();
+    if n < POPCNT_MAX_WORDS {
+        popcnt_words(a, b, |x, y| x & y)
+    } else if n <= 8 {
+        let m = word_mask(n);
+        let x = _mm512_maskz_loadu_epi64(m, a.as_ptr().cast());
+        popcnt_short(x, b.as_ptr(), m, |x, y| _mm512_and_si512(x, y))
+    } else {
+        popcnt_rows(a, b, |x, y| _mm512_and_si512(x, y))
     }
-    popcnt_rows(a, b, |x, y| _mm512_and_si512(x, y))
 }
 
 /// Block form of [`hamming`].
@@ -76,7 +113,17 @@ pub unsafe fn and_popcount(a: &[u64], b: &[u64]) -> u32 {
 /// As [`hamming`]; `query` non-empty and `block.len() == out.len() * query.len()`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vpopcntdq,popcnt")]
 pub unsafe fn hamming_block(query: &[u64], block: &[u64], out: &mut [u32]) {
-    for (row, o) in block.chunks_exact(query.len()).zip(out) {
-        *o = hamming(query, row);
+    let n = query.len();
+    if (POPCNT_MAX_WORDS..=8).contains(&n) {
+        // One row per 512-bit load: the query stays in a register.
+        let m = word_mask(n);
+        let q = _mm512_maskz_loadu_epi64(m, query.as_ptr().cast());
+        for (row, o) in block.chunks_exact(n).zip(out) {
+            *o = popcnt_short(q, row.as_ptr(), m, |x, y| _mm512_xor_si512(x, y));
+        }
+    } else {
+        for (row, o) in block.chunks_exact(n).zip(out) {
+            *o = hamming(query, row);
+        }
     }
 }

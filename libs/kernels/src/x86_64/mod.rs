@@ -97,14 +97,23 @@ pub(crate) fn avx512_table() -> Option<&'static Kernels> {
 /// The AVX-512 table: the AVX2 table with the kernels whose AVX-512 variant was
 /// measured faster swapped in.
 ///
-/// Measured with `cargo bench -p eddy-kernels --bench ratios` on an Intel Xeon
-/// (Sapphire Rapids class: AVX-512 F/BW/VL/VNNI/VPOPCNTDQ), alternating runs,
-/// at the row lengths eddy uses (128–1536); the numbers are in the README:
+/// Measured with `cargo bench -p eddy-kernels --bench ratios` (three
+/// alternating runs, median of the per-round ratios AVX2 ns / AVX-512 ns, row
+/// lengths 128 / 384 / 768 / 1536) on an Intel Xeon of the Sapphire Rapids
+/// class (AVX-512 F/BW/VL/VNNI/VPOPCNTDQ); the full table is in the README:
 ///
-/// - TODO(measure)
+/// - f32 `dot` / `l2sq` (and their block and id-list forms): 1.12–1.45x.
+/// - VNNI `dot_i8` 1.30–3.48x, `dot_u8` 1.15–2.35x, `l2sq_u8` 1.17–1.79x,
+///   `dot_u8_i7` 1.28–1.91x; `dot_u8_block` 2.13–3.28x, `l2sq_u8_block`
+///   1.49–2.21x.
+/// - F/BW byte forms (used only without VNNI): 1.17–2.10x on the same host;
+///   no AVX-512 CPU without VNNI was measured.
+/// - VPOPCNTDQ `hamming` 1.54–1.79x, `hamming_block` 1.62–4.26x; without
+///   VPOPCNTDQ the AVX2 popcounts stay.
+/// - `and_popcount_weighted`, `pq_adc`, `dot_u8_u4`: no AVX-512 variant; AVX2.
 ///
-/// The F/BW-only byte variants (for AVX-512 CPUs without VNNI) are not picked:
-/// none was measured faster than AVX2.
+/// A kernel whose AVX-512 variant measures slower on some AVX-512 CPU goes
+/// back to its AVX2 function here (the variant stays in [`all_avx512`]).
 fn dispatched_avx512(ext: Extensions) -> Kernels {
     let mut k = Kernels {
         backend: Backend::Avx512,
@@ -124,6 +133,13 @@ fn dispatched_avx512(ext: Extensions) -> Kernels {
         k.dot_u8_i7 = slot!(avx512_int8::dot_u8_i7_vnni);
         k.dot_u8_block = slot!(avx512_int8::dot_u8_vnni_block);
         k.l2sq_u8_block = slot!(avx512_int8::l2sq_u8_vnni_block);
+    } else {
+        k.dot_u8 = slot!(avx512_int8::dot_u8);
+        k.l2sq_u8 = slot!(avx512_int8::l2sq_u8);
+        k.dot_i8 = slot!(avx512_int8::dot_i8);
+        k.dot_u8_i7 = slot!(avx512_int8::dot_u8_i7);
+        k.dot_u8_block = slot!(avx512_int8::dot_u8_block);
+        k.l2sq_u8_block = slot!(avx512_int8::l2sq_u8_block);
     }
     if ext.vpopcntdq {
         k.hamming = slot!(avx512_bits::hamming);
