@@ -6,6 +6,13 @@
 //! own accumulator, then the last partial vector read once with a
 //! zero-filling masked load; one horizontal reduction at the end.
 //!
+//! The loop is load-bound (two 64-byte loads per FMA), and an unaligned
+//! 512-bit load splits two cache lines, so alignment decides its speed
+//! (measured on Sapphire Rapids: 1.4–1.6x AVX2 with both operands aligned,
+//! 0.8–0.9x with both unaligned). Rows of [`PEEL_MIN_LEN`]+ floats therefore
+//! start with one masked load up to the row's next 64-byte boundary, and the
+//! block and id-list forms copy an unaligned query to an aligned buffer.
+//!
 //! Every function is `unsafe`: it needs the named CPU features and equal input
 //! lengths, both guaranteed by [`crate::Kernels`].
 
