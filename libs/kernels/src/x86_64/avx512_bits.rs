@@ -1,12 +1,12 @@
 //! AVX-512 popcount kernels (x86_64, F + BW + VPOPCNTDQ): Hamming distance and
 //! AND-popcount of bit vectors, and the block form of Hamming.
 //!
-//! Rows of more than 8 words are read as bytes through [`fold_bytes`] (four
-//! independent `vpopcntq` sums, one masked load for the tail); rows of 4 to 8
-//! words are one masked load each (the block form keeps the query in a
-//! register); rows shorter than [`POPCNT_MAX_WORDS`] words use the scalar
-//! POPCNT instruction, whose latency is shorter than a masked load plus a
-//! 512-bit reduction.
+//! Rows of more than [`SHORT_ROW_MAX_WORDS`] words are read as bytes through
+//! [`fold_bytes`] (four independent `vpopcntq` sums, one masked load for the
+//! tail); rows of 4 to 16 words are two masked loads each (the block form
+//! keeps the query in two registers); rows shorter than [`POPCNT_MAX_WORDS`]
+//! words use the scalar POPCNT instruction, whose latency is shorter than a
+//! masked load plus a 512-bit reduction.
 //!
 //! Every function is `unsafe`: it needs the named CPU features and equal input
 //! lengths, both guaranteed by [`crate::Kernels`].
@@ -28,27 +28,55 @@ fn popcnt_words(a: &[u64], b: &[u64], op: impl Fn(u64, u64) -> u64) -> u32 {
     sums[0] + sums[1]
 }
 
-/// Mask of the first `n` (1..=8) 64-bit lanes.
+/// Longest row (in words) read as two 512-bit registers instead of through [`fold_bytes`].
+pub const SHORT_ROW_MAX_WORDS: usize = 16;
+
+/// Mask of the first `n` (0..=8) 64-bit lanes.
 #[inline(always)]
 fn word_mask(n: usize) -> __mmask8 {
-    (0xffu32 >> (8 - n)) as __mmask8
+    ((1u16 << n) - 1) as __mmask8
 }
 
-/// `Σ popcount(op(x, b))` for a row of at most 8 words: one masked load of `b`
-/// (lanes outside `m` are zero and never read), one reduction.
-///
-/// # Safety
-/// AVX-512 F/VPOPCNTDQ; `b` points to the `m.count_ones()` readable words
-/// that `m` selects, and `x` is zero outside `m`.
-#[inline(always)]
-unsafe fn popcnt_short(
-    x: __m512i,
-    b: *const u64,
-    m: __mmask8,
-    op: impl Fn(__m512i, __m512i) -> __m512i,
-) -> u32 {
-    let y = _mm512_maskz_loadu_epi64(m, b.cast());
-    _mm512_reduce_add_epi64(_mm512_popcnt_epi64(op(x, y))) as u32
+/// A row of [`POPCNT_MAX_WORDS`]..=[`SHORT_ROW_MAX_WORDS`] words in two
+/// registers, zero past its end (masked-off words are never read).
+#[derive(Clone, Copy)]
+struct ShortRow {
+    lo: __m512i,
+    hi: __m512i,
+    mask_lo: __mmask8,
+    mask_hi: __mmask8,
+}
+
+impl ShortRow {
+    /// Loads the row at `p` of `n` words.
+    ///
+    /// # Safety
+    /// AVX-512 F; `p` points to `n <= 16` readable words.
+    #[inline(always)]
+    unsafe fn load(p: *const u64, n: usize) -> Self {
+        let (mask_lo, mask_hi) = (word_mask(n.min(8)), word_mask(n.saturating_sub(8)));
+        Self {
+            lo: _mm512_maskz_loadu_epi64(mask_lo, p.cast()),
+            hi: _mm512_maskz_loadu_epi64(mask_hi, p.add(8).cast()),
+            mask_lo,
+            mask_hi,
+        }
+    }
+
+    /// `Σ popcount(op(self, b))` for a row `b` of the same length.
+    ///
+    /// # Safety
+    /// AVX-512 F/VPOPCNTDQ; `b` points to as many readable words as `self` holds.
+    #[inline(always)]
+    unsafe fn popcnt(self, b: *const u64, op: impl Fn(__m512i, __m512i) -> __m512i) -> u32 {
+        let lo = _mm512_maskz_loadu_epi64(self.mask_lo, b.cast());
+        let mut sum = _mm512_popcnt_epi64(op(self.lo, lo));
+        if self.mask_hi != 0 {
+            let hi = _mm512_maskz_loadu_epi64(self.mask_hi, b.add(8).cast());
+            sum = _mm512_add_epi64(sum, _mm512_popcnt_epi64(op(self.hi, hi)));
+        }
+        _mm512_reduce_add_epi64(sum) as u32
+    }
 }
 
 /// `Σ popcount(op(a, b))` over whole rows with `vpopcntq`.
@@ -79,10 +107,8 @@ pub unsafe fn hamming(a: &[u64], b: &[u64]) -> u32 {
     let n = a.len();
     if n < POPCNT_MAX_WORDS {
         popcnt_words(a, b, |x, y| x ^ y)
-    } else if n <= 8 {
-        let m = word_mask(n);
-        let x = _mm512_maskz_loadu_epi64(m, a.as_ptr().cast());
-        popcnt_short(x, b.as_ptr(), m, |x, y| _mm512_xor_si512(x, y))
+    } else if n <= SHORT_ROW_MAX_WORDS {
+        ShortRow::load(a.as_ptr(), n).popcnt(b.as_ptr(), |x, y| _mm512_xor_si512(x, y))
     } else {
         popcnt_rows(a, b, |x, y| _mm512_xor_si512(x, y))
     }
@@ -98,10 +124,8 @@ pub unsafe fn and_popcount(a: &[u64], b: &[u64]) -> u32 {
     let n = a.len();
     if n < POPCNT_MAX_WORDS {
         popcnt_words(a, b, |x, y| x & y)
-    } else if n <= 8 {
-        let m = word_mask(n);
-        let x = _mm512_maskz_loadu_epi64(m, a.as_ptr().cast());
-        popcnt_short(x, b.as_ptr(), m, |x, y| _mm512_and_si512(x, y))
+    } else if n <= SHORT_ROW_MAX_WORDS {
+        ShortRow::load(a.as_ptr(), n).popcnt(b.as_ptr(), |x, y| _mm512_and_si512(x, y))
     } else {
         popcnt_rows(a, b, |x, y| _mm512_and_si512(x, y))
     }
@@ -114,12 +138,11 @@ pub unsafe fn and_popcount(a: &[u64], b: &[u64]) -> u32 {
 #[target_feature(enable = "avx512f,avx512bw,avx512vpopcntdq,popcnt")]
 pub unsafe fn hamming_block(query: &[u64], block: &[u64], out: &mut [u32]) {
     let n = query.len();
-    if (POPCNT_MAX_WORDS..=8).contains(&n) {
-        // One row per 512-bit load: the query stays in a register.
-        let m = word_mask(n);
-        let q = _mm512_maskz_loadu_epi64(m, query.as_ptr().cast());
+    if (POPCNT_MAX_WORDS..=SHORT_ROW_MAX_WORDS).contains(&n) {
+        // The query stays in two registers.
+        let q = ShortRow::load(query.as_ptr(), n);
         for (row, o) in block.chunks_exact(n).zip(out) {
-            *o = popcnt_short(q, row.as_ptr(), m, |x, y| _mm512_xor_si512(x, y));
+            *o = q.popcnt(row.as_ptr(), |x, y| _mm512_xor_si512(x, y));
         }
     } else {
         for (row, o) in block.chunks_exact(n).zip(out) {
