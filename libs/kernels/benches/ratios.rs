@@ -294,6 +294,16 @@ fn pair_rows(rows: &Rows, tables: &[&'static Kernels], r: &mut ChaCha8Rng, dim: 
             black_box(i8::sqeuclidean(black_box(ai), black_box(bi)));
         }),
     );
+    // The f32 graph walk's kernel: 32 rows of a 1024-row matrix (in cache) per call.
+    let data = Placed::row(f32s(r, 1024 * dim));
+    let data: &[f32] = &data;
+    let ids: Vec<u32> = (0..32).map(|_| r.random_range(0..1024)).collect();
+    let ids = &ids;
+    let cases = per_table(tables, |k| {
+        let mut out = vec![0.0f32; ids.len()];
+        Box::new(move || k.dot_ids(black_box(a), black_box(data), ids, &mut out))
+    });
+    rows.run(&format!("dot_ids x32/{dim}"), cases);
     // The SQ8 graph walk's kernel (u8 codes x 7-bit query).
     let cases = per_table(tables, |k| {
         Box::new(move || {

@@ -102,13 +102,15 @@ pub(crate) fn avx512_table() -> Option<&'static Kernels> {
 /// lengths 128 / 384 / 768 / 1536) on an Intel Xeon of the Sapphire Rapids
 /// class (AVX-512 F/BW/VL/VNNI/VPOPCNTDQ); the full table is in the README:
 ///
-/// - f32 `dot` / `l2sq` (and their block and id-list forms): 1.12–1.45x.
-/// - VNNI `dot_i8` 1.30–3.48x, `dot_u8` 1.15–2.35x, `l2sq_u8` 1.17–1.79x,
-///   `dot_u8_i7` 1.28–1.91x; `dot_u8_block` 2.13–3.28x, `l2sq_u8_block`
-///   1.49–2.21x.
-/// - F/BW byte forms (used only without VNNI): 1.17–2.10x on the same host;
+/// - f32 `dot` / `l2sq` pair calls: 1.08–1.27x (at 384 floats 1.08x, one
+///   run 0.86–0.91x: a query 16 bytes off a cache line splits every 512-bit
+///   load); `dot_ids` 1.19–1.36x (aligned query copy).
+/// - VNNI `dot_i8` 1.35–3.53x, `dot_u8` 1.16–2.26x, `l2sq_u8` 1.19–1.55x,
+///   `dot_u8_i7` 1.19–1.57x; `dot_u8_block` 2.18–2.96x, `l2sq_u8_block`
+///   1.32–1.81x.
+/// - F/BW byte forms (used only without VNNI): 1.16–2.03x on the same host;
 ///   no AVX-512 CPU without VNNI was measured.
-/// - VPOPCNTDQ `hamming` 1.54–1.79x, `hamming_block` 1.62–4.26x; without
+/// - VPOPCNTDQ `hamming` 1.51–1.83x, `hamming_block` 2.17–4.93x; without
 ///   VPOPCNTDQ the AVX2 popcounts stay.
 /// - `and_popcount_weighted`, `pq_adc`, `dot_u8_u4`: no AVX-512 variant; AVX2.
 ///
