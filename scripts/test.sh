@@ -36,12 +36,19 @@ cargo fmt --all --check
 log "cargo clippy"
 cargo clippy --locked --workspace --all-targets -- -D warnings
 
-log "cargo test (best kernel backend: $(grep -o -m1 -w 'avx512f\|avx2' /proc/cpuinfo 2>/dev/null || echo scalar))"
+# The kernels report what they really dispatch: the table and, per kernel, the
+# module of the function it runs (an AVX-512 table keeps AVX2 kernels where
+# those measured faster).
+kernel_backend() { cargo run -q --locked -p eddy-kernels --example backend -- "$@"; }
+log "cargo test (kernel backend: $(kernel_backend))"
 cargo test --locked --workspace
 
-if grep -q -w avx2 /proc/cpuinfo 2>/dev/null; then
-  log "kernel and quantizer tests with the AVX2 backend forced"
-  EDDY_KERNELS_BACKEND=avx2 cargo test --locked -p eddy-kernels -p eddy-quant
-fi
-log "kernel tests with the scalar backend forced"
-EDDY_KERNELS_BACKEND=scalar cargo test --locked -p eddy-kernels
+# Every backend this CPU runs, forced in turn (AVX-512 only where the CPU has it);
+# the differential tests also run the variants no table picks.
+supported=$(kernel_backend --supported)
+for backend in $supported; do
+  packages=(-p eddy-kernels -p eddy-quant)
+  [ "$backend" = scalar ] && packages=(-p eddy-kernels)
+  log "${packages[*]} tests with the $backend backend forced ($(EDDY_KERNELS_BACKEND=$backend kernel_backend))"
+  EDDY_KERNELS_BACKEND=$backend cargo test --locked "${packages[@]}"
+done

@@ -10,7 +10,7 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use eddy_kernels::{Backend, Kernels};
+use eddy_kernels::Kernels;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use simsimd::{BinarySimilarity, SpatialSimilarity};
@@ -19,11 +19,9 @@ const DIMS: [usize; 4] = [128, 384, 768, 1536];
 /// Bytes of f32 rows scanned by the block benchmark: 8x the 32 MiB L3 here.
 const SCAN_BYTES: usize = 256 << 20;
 
+/// Every table this CPU can run, the variants the dispatch does not pick included.
 fn tables() -> Vec<&'static Kernels> {
-    Backend::ALL
-        .into_iter()
-        .filter_map(Kernels::for_backend)
-        .collect()
+    Kernels::variants()
 }
 
 fn rng() -> ChaCha8Rng {
@@ -48,7 +46,7 @@ fn pairs(c: &mut Criterion) {
         let (a, b) = (f32s(dim), f32s(dim + 1)[1..].to_vec());
         let mut g = c.benchmark_group(format!("dot_f32/{dim}"));
         for k in tables() {
-            g.bench_function(k.backend().as_str(), |bn| {
+            g.bench_function(k.name(), |bn| {
                 bn.iter(|| k.dot(black_box(&a), black_box(&b)))
             });
         }
@@ -59,7 +57,7 @@ fn pairs(c: &mut Criterion) {
 
         let mut g = c.benchmark_group(format!("l2sq_f32/{dim}"));
         for k in tables() {
-            g.bench_function(k.backend().as_str(), |bn| {
+            g.bench_function(k.name(), |bn| {
                 bn.iter(|| k.l2sq(black_box(&a), black_box(&b)))
             });
         }
@@ -71,7 +69,7 @@ fn pairs(c: &mut Criterion) {
         let (ai, bi): (Vec<i8>, Vec<i8>) = (bytes(dim), bytes::<i8>(dim + 1)[1..].to_vec());
         let mut g = c.benchmark_group(format!("dot_i8/{dim}"));
         for k in tables() {
-            g.bench_function(k.backend().as_str(), |bn| {
+            g.bench_function(k.name(), |bn| {
                 bn.iter(|| k.dot_i8(black_box(&ai), black_box(&bi)))
             });
         }
@@ -83,7 +81,7 @@ fn pairs(c: &mut Criterion) {
         let (au, bu): (Vec<u8>, Vec<u8>) = (bytes(dim), bytes::<u8>(dim + 1)[1..].to_vec());
         let mut g = c.benchmark_group(format!("dot_u8/{dim}"));
         for k in tables() {
-            g.bench_function(k.backend().as_str(), |bn| {
+            g.bench_function(k.name(), |bn| {
                 bn.iter(|| k.dot_u8(black_box(&au), black_box(&bu)))
             });
         }
@@ -92,7 +90,7 @@ fn pairs(c: &mut Criterion) {
         // simsimd has no u8 L2 in its Rust API; its i8 L2 is the closest kernel.
         let mut g = c.benchmark_group(format!("l2sq_u8/{dim}"));
         for k in tables() {
-            g.bench_function(k.backend().as_str(), |bn| {
+            g.bench_function(k.name(), |bn| {
                 bn.iter(|| k.l2sq_u8(black_box(&au), black_box(&bu)))
             });
         }
@@ -107,7 +105,7 @@ fn pairs(c: &mut Criterion) {
         let (ba, bb): (Vec<u8>, Vec<u8>) = (au[..dim / 8].to_vec(), bu[..dim / 8].to_vec());
         let mut g = c.benchmark_group(format!("hamming/{dim}"));
         for k in tables() {
-            g.bench_function(k.backend().as_str(), |bn| {
+            g.bench_function(k.name(), |bn| {
                 bn.iter(|| k.hamming(black_box(&wa), black_box(&wb)))
             });
         }
@@ -120,7 +118,7 @@ fn pairs(c: &mut Criterion) {
         let c4: Vec<u8> = bytes(dim / 2);
         let mut g = c.benchmark_group(format!("dot_u8_u4/{dim}"));
         for k in tables() {
-            g.bench_function(k.backend().as_str(), |bn| {
+            g.bench_function(k.name(), |bn| {
                 bn.iter(|| k.dot_u8_u4(black_box(&q4), black_box(&c4)))
             });
         }
@@ -139,7 +137,7 @@ fn batches(c: &mut Criterion) {
     let mut out = vec![0.0f32; ids.len()];
     let mut g = c.benchmark_group("dot_ids_f32/384x32");
     for k in tables() {
-        g.bench_function(k.backend().as_str(), |bn| {
+        g.bench_function(k.name(), |bn| {
             bn.iter(|| k.dot_ids(black_box(&q), &data, &ids, &mut out))
         });
     }
@@ -153,7 +151,7 @@ fn batches(c: &mut Criterion) {
         let mut out = vec![0.0f32; 1024];
         let mut g = c.benchmark_group(format!("pq_adc_x1024/{dim}"));
         for k in tables() {
-            g.bench_function(k.backend().as_str(), |bn| {
+            g.bench_function(k.name(), |bn| {
                 bn.iter(|| k.pq_adc(black_box(&lut), &codes, &mut out))
             });
         }
@@ -171,11 +169,9 @@ fn block_scan(c: &mut Criterion) {
     g.sample_size(10);
     g.throughput(Throughput::Bytes((rows * dim * 4) as u64));
     for k in tables() {
-        g.bench_with_input(
-            BenchmarkId::new("dot_block", k.backend().as_str()),
-            &(),
-            |bn, _| bn.iter(|| k.dot_block(black_box(&q), &block, &mut out)),
-        );
+        g.bench_with_input(BenchmarkId::new("dot_block", k.name()), &(), |bn, _| {
+            bn.iter(|| k.dot_block(black_box(&q), &block, &mut out))
+        });
     }
     let mut dst = vec![0.0f32; rows * dim];
     g.bench_function("memcpy", |bn| {
@@ -199,7 +195,7 @@ fn summary() {
     let target =
         std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from);
     let dir = target.join("criterion");
-    let names: Vec<&str> = tables().iter().map(|k| k.backend().as_str()).collect();
+    let names: Vec<&str> = tables().iter().map(|k| k.name()).collect();
     println!(
         "\n## Summary (mean ns/op; ratio = simsimd ns / best eddy ns, > 1 means eddy is faster)\n"
     );

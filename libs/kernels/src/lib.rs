@@ -8,11 +8,13 @@
 //! start-up self-check against [`scalar`], or the one named in [`BACKEND_ENV`])
 //! and logged with `tracing`. Use [`Kernels::get`] to hold the
 //! table in a hot loop, and [`Kernels::for_backend`] to call one backend
-//! explicitly (tests, benches).
+//! explicitly (tests, benches). Within a backend's table each kernel runs the
+//! variant measured fastest (see the dispatch rule in `dispatch.rs`);
+//! [`Kernels::implementations`] says which.
 //!
 //! Length mismatches panic with a clear message; they are caller bugs and never
 //! undefined behaviour.
-#![allow(
+#![expect(
     unsafe_code,
     reason = "SIMD kernels: target_feature functions and raw loads"
 )]
@@ -20,13 +22,15 @@
 mod dispatch;
 pub mod scalar;
 mod selfcheck;
+mod table;
 
 #[cfg(target_arch = "aarch64")]
 pub mod aarch64;
 #[cfg(target_arch = "x86_64")]
 pub mod x86_64;
 
-pub use dispatch::{Backend, Kernels, QueryI7, BACKEND_ENV, MAX_INT_LEN};
+pub use dispatch::{Backend, BACKEND_ENV};
+pub use table::{Kernels, QueryI7, MAX_INT_LEN};
 
 /// The backend the process-wide table uses (for a log line or a metric label).
 pub fn backend() -> Backend {

@@ -6,8 +6,8 @@
 //! is used; a table that disagrees with `scalar` is logged at `error` and the
 //! next backend is used instead. It costs a few microseconds.
 
-use crate::dispatch::Kernels;
 use crate::scalar;
+use crate::table::Kernels;
 
 /// Deterministic pseudo-random bytes (64-bit LCG).
 fn lcg_bytes(n: usize, seed: u64) -> Vec<u8> {

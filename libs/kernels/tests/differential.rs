@@ -1,9 +1,15 @@
 //! Every backend against its scalar twin (integration test binary).
 //!
 //! Dimensions 1..=130 cover every register width ±1 for 4-, 8- and 16-lane f32
-//! and 16-, 32- and 64-byte integer paths; the large ones cover the unrolled
-//! loops. Integer kernels must match bit for bit; f32 kernels must agree within
+//! (and the 64-float unrolled step) and 16-, 32- and 64-byte integer paths; the
+//! lengths around 192, 256, 320, 448 and 512 cover the 256-byte unrolled byte
+//! step and the whole chunks after it; the large ones cover long loops.
+//! Integer kernels must match bit for bit; f32 kernels must agree within
 //! `F32_REL_TOL` of `Σ|aᵢ·bᵢ|` (the summation-order error bound scale).
+//!
+//! The tables under test are `Kernels::variants()`: every supported backend's
+//! dispatched table plus the tables of the variants the dispatch does not pick
+//! (e.g. `avx512-all`, `avx512-bw`), so every SIMD function runs here.
 
 use eddy_kernels::{scalar, Backend, Kernels, QueryI7};
 use proptest::prelude::*;
@@ -14,21 +20,23 @@ use rand_chacha::ChaCha8Rng;
 const F32_REL_TOL: f64 = 1e-5;
 
 fn dims() -> Vec<usize> {
-    (1..=130).chain([256, 384, 768, 1024, 1536, 3072]).collect()
+    (1..=130)
+        .chain([
+            191, 192, 193, 255, 256, 257, 319, 320, 321, 384, 447, 448, 449,
+        ])
+        .chain([511, 512, 513, 768, 1024, 1536, 3072])
+        .collect()
 }
 
-/// All backends this machine can run; the others are reported and skipped.
+/// Every table this machine can run, variants included; unsupported backends
+/// are reported and skipped.
 fn backends() -> Vec<&'static Kernels> {
-    Backend::ALL
-        .into_iter()
-        .filter_map(|b| {
-            let k = Kernels::for_backend(b);
-            if k.is_none() {
-                eprintln!("backend {b} not supported on this CPU: skipped");
-            }
-            k
-        })
-        .collect()
+    for b in Backend::ALL {
+        if !b.is_supported() {
+            eprintln!("backend {b} not supported on this CPU: skipped");
+        }
+    }
+    Kernels::variants()
 }
 
 fn rng(seed: u64) -> ChaCha8Rng {
@@ -84,6 +92,78 @@ fn f32_pairs_match_scalar() {
                     k.l2sq(&a, &b),
                     scalar::l2sq(&a, &b),
                     abs_terms(&a, &b, true),
+                );
+            }
+        }
+    }
+}
+
+/// The AVX-512 f32 kernels peel a head up to the row's 64-byte boundary and the
+/// block forms copy an unaligned query: every start offset of both operands.
+#[test]
+fn kernels_at_every_alignment() {
+    let mut r = rng(7);
+    for n in [63usize, 64, 255, 256, 257, 384, 1000] {
+        let a_buf = f32s(&mut r, n + 16);
+        let b_buf = f32s(&mut r, 4 * n + 16);
+        let a8: Vec<u8> = (0..n + 64).map(|_| r.random()).collect();
+        let b8: Vec<u8> = (0..n + 64).map(|_| r.random()).collect();
+        for k in backends() {
+            for off in 0..16 {
+                let (a, b) = (&a_buf[off..off + n], &b_buf[15 - off..15 - off + n]);
+                assert_close(
+                    "dot",
+                    k,
+                    n,
+                    k.dot(a, b),
+                    scalar::dot(a, b),
+                    abs_terms(a, b, false),
+                );
+                assert_close(
+                    "l2sq",
+                    k,
+                    n,
+                    k.l2sq(a, b),
+                    scalar::l2sq(a, b),
+                    abs_terms(a, b, true),
+                );
+                let block = &b_buf[off..off + 4 * n];
+                let mut out = [0.0f32; 4];
+                k.dot_block(a, block, &mut out);
+                for (row, &o) in block.chunks_exact(n).zip(&out) {
+                    assert_eq!(
+                        o.to_bits(),
+                        k.dot(a, row).to_bits(),
+                        "{} n={n} off={off}",
+                        k.name()
+                    );
+                }
+                let ids = [3u32, 0, 2, 1, 3];
+                let mut out = [0.0f32; 5];
+                k.l2sq_ids(a, block, &ids, &mut out);
+                for (&id, &o) in ids.iter().zip(&out) {
+                    let row = &block[id as usize * n..(id as usize + 1) * n];
+                    assert_eq!(
+                        o.to_bits(),
+                        k.l2sq(a, row).to_bits(),
+                        "{} n={n} off={off}",
+                        k.name()
+                    );
+                }
+            }
+            for off in (0..64).step_by(5) {
+                let (a, b) = (&a8[off..off + n], &b8[63 - off..63 - off + n]);
+                assert_eq!(
+                    k.dot_u8(a, b),
+                    scalar::dot_u8(a, b),
+                    "{} n={n} off={off}",
+                    k.name()
+                );
+                assert_eq!(
+                    k.l2sq_u8(a, b),
+                    scalar::l2sq_u8(a, b),
+                    "{} n={n} off={off}",
+                    k.name()
                 );
             }
         }
@@ -275,6 +355,7 @@ fn query_i7_rejects_out_of_range_values() {
 fn int8_kernels_at_max_length() {
     let n = eddy_kernels::MAX_INT_LEN;
     let max = vec![255u8; n];
+    let zero = vec![0u8; n];
     let min_i = vec![i8::MIN; n];
     for k in backends() {
         assert_eq!(
@@ -283,6 +364,17 @@ fn int8_kernels_at_max_length() {
             "{}",
             k.name()
         );
+        assert_eq!(
+            k.l2sq_u8(&max, &zero),
+            scalar::l2sq_u8(&max, &zero),
+            "{}",
+            k.name()
+        );
+        let mut out = [0u32; 1];
+        k.dot_u8_block(&max, &max, &mut out);
+        assert_eq!(out[0], scalar::dot_u8(&max, &max), "{}", k.name());
+        k.l2sq_u8_block(&zero, &max, &mut out);
+        assert_eq!(out[0], scalar::l2sq_u8(&zero, &max), "{}", k.name());
         assert_eq!(
             k.dot_i8(&min_i, &min_i),
             scalar::dot_i8(&min_i, &min_i),
@@ -445,7 +537,7 @@ fn env_var_forces_backend() {
         return;
     }
     let exe = std::env::current_exe().expect("test binary path");
-    for k in backends() {
+    for k in Backend::ALL.into_iter().filter_map(Kernels::for_backend) {
         let status = std::process::Command::new(&exe)
             .args(["--exact", "child_reports_forced_backend", "--quiet"])
             .env(eddy_kernels::BACKEND_ENV, k.backend().as_str())
