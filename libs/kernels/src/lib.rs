@@ -12,7 +12,7 @@
 //!
 //! Length mismatches panic with a clear message; they are caller bugs and never
 //! undefined behaviour.
-#![allow(
+#![expect(
     unsafe_code,
     reason = "SIMD kernels: target_feature functions and raw loads"
 )]
