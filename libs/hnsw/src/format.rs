@@ -23,7 +23,8 @@
 use std::io::Write;
 
 use crate::crc::{crc32, Crc32};
-use crate::{Error, GraphView, Result, Space};
+use crate::space::{space_code, space_from_code};
+use crate::{Error, GraphView, Result};
 
 /// First 8 bytes of a graph file.
 pub const MAGIC: [u8; 8] = *b"EDDYHNSW";
@@ -69,7 +70,7 @@ pub(crate) fn write<W: Write>(v: &GraphView<'_>, w: &mut W) -> std::io::Result<(
     let fields = [
         FORMAT_VERSION,
         HEADER_LEN as u32,
-        v.space.code(),
+        space_code(v.space),
         v.m,
         v.n,
         v.dim,
@@ -155,7 +156,7 @@ pub(crate) fn read(bytes: &[u8], verify_body: bool) -> Result<GraphView<'_>> {
     if u32_at(bytes, 12) as usize != HEADER_LEN {
         return Err(corrupt("header length is not 192"));
     }
-    let space = Space::from_code(u32_at(bytes, 16))
+    let space = space_from_code(u32_at(bytes, 16))
         .ok_or_else(|| corrupt(format!("unknown space code {}", u32_at(bytes, 16))))?;
     let m = u32_at(bytes, 20);
     let n = u32_at(bytes, 24);

@@ -2,8 +2,10 @@
 //! version 1); every later build must still open it and search it.
 
 use eddy_hnsw::{
-    search, unreachable_count, AlignedBytes, Graph, GraphView, HnswParams, SearchContext, Space,
+    search, unreachable_count, AlignedBytes, Graph, GraphView, HnswParams, Query, SearchContext,
+    Vectors,
 };
+use eddy_model::Metric;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -43,7 +45,7 @@ fn write_golden() {
         seed: 1,
     };
     let g = pool
-        .install(|| Graph::build(&d, DIM, Space::Dot, &params))
+        .install(|| Graph::build(&Vectors::new(&d, DIM, Metric::Dot), &params))
         .expect("build");
     let mut f = std::fs::File::create(path()).expect("create");
     g.write_to(&mut f).expect("write");
@@ -57,15 +59,16 @@ fn golden_v1_opens_and_searches() {
     assert_eq!(v.len(), N);
     assert_eq!(v.dim(), DIM);
     assert_eq!(v.m(), 8);
-    assert_eq!(v.space(), Space::Dot);
+    assert_eq!(v.space(), Metric::Dot);
     assert_eq!(v.duplicate_count(), 2);
     assert_eq!(unreachable_count(&v), 0);
     let d = data();
+    let vectors = Vectors::new(&d, DIM, Metric::Dot);
     let mut ctx = SearchContext::default();
     let mut hits = 0;
     for i in 0..50 {
         let q = &d[i * DIM..(i + 1) * DIM];
-        let got = search(&v, &mut ctx, &d, DIM, Space::Dot, q, 3, 32, None);
+        let got = search(&v, &vectors, &Query::new(3, 32), q, &mut ctx);
         let best = got.first().map(|g| g.1).unwrap_or(f32::MIN);
         if best >= 1.0 - 1e-5 {
             hits += 1;
@@ -73,17 +76,8 @@ fn golden_v1_opens_and_searches() {
     }
     assert!(hits >= 49, "self-hits {hits}/50");
     // Row 5 comes with its duplicates.
-    let got = search(
-        &v,
-        &mut ctx,
-        &d,
-        DIM,
-        Space::Dot,
-        &d[5 * DIM..6 * DIM],
-        3,
-        32,
-        None,
-    );
+    let row5 = &d[5 * DIM..6 * DIM];
+    let got = search(&v, &vectors, &Query::new(3, 32), row5, &mut ctx);
     let mut ids: Vec<u32> = got.iter().map(|g| g.0).collect();
     ids.sort_unstable();
     assert_eq!(ids, vec![5, 10, 20]);
