@@ -9,8 +9,35 @@
 
 use eddy_quant::CodeScorer;
 
-use crate::search::{check_code_args, rescore_into, walk_from_entry, Scorer};
-use crate::{Error, GraphView, Result, SearchContext, Space};
+use crate::scorer::Scorer;
+use crate::search::{check_code_args, rescore_into, walk_from_entry};
+use crate::{Error, GraphView, Query, Result, SearchContext, Vectors};
+
+/// A code table and one query prepared against it (`codes.prepare(query)`):
+/// what a walk over codes scores with.
+pub struct CodeQuery<'a, C: CodeScorer> {
+    /// Codes of every row of the graph.
+    pub codes: &'a C,
+    /// The query as [`CodeScorer::prepare`] made it for `codes`.
+    pub prepared: &'a C::Query,
+}
+
+impl<C: CodeScorer> Clone for CodeQuery<'_, C> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<C: CodeScorer> Copy for CodeQuery<'_, C> {}
+
+impl<C: CodeScorer> std::fmt::Debug for CodeQuery<'_, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CodeQuery")
+            .field("rows", &self.codes.len())
+            .field("dim", &self.codes.dim())
+            .finish_non_exhaustive()
+    }
+}
 
 /// [`Scorer`] adapter: a code table plus one prepared query.
 struct CodesScorer<'a, C: CodeScorer> {
@@ -39,13 +66,13 @@ impl<C: CodeScorer> Scorer for CodesScorer<'_, C> {
     }
 }
 
-/// Search traversing quantized codes, then rescoring the best `rescore` (at
-/// least `k`) candidates exactly in f32; results `(row, exact score)` best
-/// first, at most `k`.
+/// Search traversing quantized codes, then rescoring the best
+/// `params.rescore` (at least `k`) candidates exactly in f32; results
+/// `(row, exact score)` best first, at most `params.k`.
 ///
 /// Prepares the query with [`CodeScorer::prepare`] (one small allocation) and
 /// calls [`search_codes_into`]; use that directly with a query prepared once to
-/// avoid per-call allocations. `ef` is raised to `rescore` when smaller.
+/// avoid per-call allocations. `ef` is raised to the rescoring depth.
 ///
 /// # Errors
 /// [`Error::InvalidInput`] when the quantizer rejects the query (wrong
@@ -53,87 +80,67 @@ impl<C: CodeScorer> Scorer for CodesScorer<'_, C> {
 ///
 /// # Panics
 /// As [`search_codes_into`].
-#[allow(clippy::too_many_arguments)]
 pub fn search_codes<C: CodeScorer>(
     view: &GraphView<'_>,
-    ctx: &mut SearchContext,
+    vectors: &Vectors<'_>,
     codes: &C,
-    vectors: &[f32],
-    dim: usize,
-    space: Space,
+    params: &Query<'_>,
     query: &[f32],
-    k: usize,
-    ef: usize,
-    rescore: usize,
-    accept: Option<&dyn Fn(u32) -> bool>,
+    ctx: &mut SearchContext,
 ) -> Result<Vec<(u32, f32)>> {
     let prepared = codes
         .prepare(query)
         .map_err(|e| Error::InvalidInput(format!("search_codes: {e}")))?;
-    let mut out = Vec::with_capacity(rescore.max(k));
-    search_codes_into(
-        view, ctx, codes, &prepared, vectors, dim, space, query, k, ef, rescore, accept, &mut out,
-    );
+    let codes = CodeQuery {
+        codes,
+        prepared: &prepared,
+    };
+    let mut out = Vec::with_capacity(params.rescore_depth());
+    search_codes_into(view, vectors, &codes, params, query, ctx, &mut out);
     Ok(out)
 }
 
-/// [`search_codes`] with a query prepared by the caller (`prepared` must come
-/// from `codes.prepare(query)`), writing into `out` (cleared first): no
-/// allocation after warm-up beyond what the quantizer's scoring does.
+/// [`search_codes`] with a query prepared by the caller (`codes.prepared`
+/// must come from `codes.codes.prepare(query)`), writing into `out` (cleared
+/// first): no allocation after warm-up beyond what the quantizer's scoring does.
 ///
-/// The walk ranks nodes by `codes.score(prepared, row)`; the best `rescore`
-/// (at least `k`) accepted rows are rescored with the f32 `vectors` in `space`
-/// and the top `k` returned with their exact scores. `accept` restricts the
+/// The walk ranks nodes by `codes.score(prepared, row)`; the best
+/// rescoring-depth accepted rows are rescored with the f32 `vectors` and the
+/// top `k` returned with their exact scores. `params.accept` restricts the
 /// results, not the walk, as in [`crate::search`].
 ///
 /// # Panics
-/// If `query.len() != dim`, the codes' dimension differs from `dim`, or
+/// If `query.len() != vectors.dim`, the codes' dimension differs from it, or
 /// `vectors`/`codes` hold fewer than `view.len()` rows.
-#[allow(clippy::too_many_arguments)]
 pub fn search_codes_into<C: CodeScorer>(
     view: &GraphView<'_>,
-    ctx: &mut SearchContext,
-    codes: &C,
-    prepared: &C::Query,
-    vectors: &[f32],
-    dim: usize,
-    space: Space,
+    vectors: &Vectors<'_>,
+    codes: &CodeQuery<'_, C>,
+    params: &Query<'_>,
     query: &[f32],
-    k: usize,
-    ef: usize,
-    rescore: usize,
-    accept: Option<&dyn Fn(u32) -> bool>,
+    ctx: &mut SearchContext,
     out: &mut Vec<(u32, f32)>,
 ) {
     out.clear();
-    check_code_args(
-        "search_codes",
-        view,
-        vectors,
-        dim,
-        query,
-        codes.dim(),
-        codes.len(),
-    );
-    if view.is_empty() || k == 0 {
+    let shape = (codes.codes.dim(), codes.codes.len());
+    check_code_args("search_codes", view, vectors, query, shape);
+    if view.is_empty() || params.k == 0 {
         return;
     }
     let scorer = CodesScorer {
-        codes,
-        query: prepared,
+        codes: codes.codes,
+        query: codes.prepared,
     };
-    let rescore = rescore.max(k);
-    walk_from_entry(view, &scorer, ctx, ef.max(rescore), accept);
-    rescore_into(
-        view, ctx, vectors, dim, space, query, k, rescore, accept, out,
-    );
+    let ef = params.ef.max(params.rescore_depth());
+    walk_from_entry(view, &scorer, ctx, ef, params.accept);
+    rescore_into(view, vectors, params, query, ctx, out);
 }
 
 #[cfg(test)]
 mod tests {
+    use eddy_model::Metric;
     use eddy_quant::binary::{BinaryConfig, BinaryEncoding, BinaryQuantizer};
     use eddy_quant::rabitq::{RabitqConfig, RabitqQuantizer};
-    use eddy_quant::Metric;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
 
@@ -164,9 +171,10 @@ mod tests {
         v
     }
 
-    fn exact_top(data: &[f32], space: Space, q: &[f32], k: usize) -> Vec<(u32, f32)> {
+    fn exact_top(data: &[f32], metric: Metric, q: &[f32], k: usize) -> Vec<(u32, f32)> {
         let rows: Vec<u32> = (0..(data.len() / DIM) as u32).collect();
-        crate::exact_scan(data, DIM, space, q, &rows, k)
+        let vectors = Vectors::new(data, DIM, metric);
+        crate::exact_scan(&vectors, q, k, crate::ScanRows::Listed(&rows))
     }
 
     /// Tie-aware recall@k: a hit when a returned score reaches the k-th true score.
@@ -178,12 +186,12 @@ mod tests {
         hits.min(truth.len()) as f64 / truth.len() as f64
     }
 
-    fn graph(data: &[f32], space: Space) -> Graph {
+    fn graph(data: &[f32], metric: Metric) -> Graph {
         rayon::ThreadPoolBuilder::new()
             .num_threads(1)
             .build()
             .expect("pool")
-            .install(|| Graph::build(data, DIM, space, &HnswParams::default()))
+            .install(|| Graph::build(&Vectors::new(data, DIM, metric), &HnswParams::default()))
             .expect("build")
     }
 
@@ -194,32 +202,33 @@ mod tests {
         codes: &C,
         data: &[f32],
         queries: &[f32],
-        space: Space,
+        metric: Metric,
         ef: usize,
         rescore: usize,
     ) -> f64 {
         let view = g.view();
+        let vectors = Vectors::new(data, DIM, metric);
+        let params = Query::new(10, ef).with_rescore(rescore);
         let mut ctx = SearchContext::default();
         let mut out = Vec::new();
         let mut total = 0.0;
         for q in queries.chunks_exact(DIM) {
             let p = codes.prepare(q).expect("prepare");
-            search_codes_into(
-                &view, &mut ctx, codes, &p, data, DIM, space, q, 10, ef, rescore, None, &mut out,
-            );
+            let cq = CodeQuery {
+                codes,
+                prepared: &p,
+            };
+            search_codes_into(&view, &vectors, &cq, &params, q, &mut ctx, &mut out);
             assert_eq!(out.len(), 10);
             for w in out.windows(2) {
                 assert!(w[0].1 >= w[1].1, "not sorted: {out:?}");
             }
             for &(id, s) in &out {
                 let row = &data[id as usize * DIM..(id as usize + 1) * DIM];
-                let want = match space {
-                    Space::Dot => eddy_kernels::dot(q, row),
-                    Space::L2 => -eddy_kernels::l2sq(q, row),
-                };
+                let want = eddy_quant::exact_score(metric, q, row);
                 assert!((s - want).abs() < 1e-4, "score {s} is not exact ({want})");
             }
-            total += recall(&out, &exact_top(data, space, q, 10));
+            total += recall(&out, &exact_top(data, metric, q, 10));
         }
         total / NQ as f64
     }
@@ -249,7 +258,7 @@ mod tests {
                 depth as f32 / 10.0,
             )
             .expect("flat search");
-            total += recall(&got, &exact_top(data, Space::Dot, q, 10));
+            total += recall(&got, &exact_top(data, Metric::Dot, q, 10));
         }
         total / NQ as f64
     }
@@ -258,7 +267,7 @@ mod tests {
     fn binary_traversal_with_rescore_has_recall() {
         let data = gaussian(N, 11, true);
         let queries = gaussian(NQ, 12, true);
-        let g = graph(&data, Space::Dot);
+        let g = graph(&data, Metric::Dot);
         let mut by_encoding = Vec::new();
         for (enc, floor) in [
             (BinaryEncoding::OneBit, 0.88),
@@ -266,7 +275,7 @@ mod tests {
             (BinaryEncoding::TwoBits, 0.93),
         ] {
             let codes = binary(&data, enc);
-            let r = code_recall(&g, &codes, &data, &queries, Space::Dot, 128, 128);
+            let r = code_recall(&g, &codes, &data, &queries, Metric::Dot, 128, 128);
             let flat = flat_recall(&codes, &data, &queries, 128);
             assert!(r >= floor, "{enc:?} recall@10 {r}");
             // The walk over codes finds about what an exhaustive code scan does.
@@ -278,7 +287,7 @@ mod tests {
         // Rescoring only k candidates ranks by the 1-bit codes alone: the f32
         // rescoring of the whole beam does real work.
         let codes = binary(&data, BinaryEncoding::OneBit);
-        let shallow = code_recall(&g, &codes, &data, &queries, Space::Dot, 128, 10);
+        let shallow = code_recall(&g, &codes, &data, &queries, Metric::Dot, 128, 10);
         assert!(
             shallow + 0.2 < by_encoding[0],
             "rescore 10 {shallow} vs 128 {by_encoding:?}"
@@ -287,80 +296,41 @@ mod tests {
 
     #[test]
     fn rabitq_traversal_with_rescore_has_recall() {
-        for space in [Space::Dot, Space::L2] {
-            let data = gaussian(N, 13, space == Space::Dot);
-            let queries = gaussian(NQ, 14, space == Space::Dot);
-            let metric = match space {
-                Space::Dot => Metric::Dot,
-                Space::L2 => Metric::L2,
-            };
+        for metric in [Metric::Dot, Metric::L2] {
+            let data = gaussian(N, 13, metric == Metric::Dot);
+            let queries = gaussian(NQ, 14, metric == Metric::Dot);
             let codes = RabitqQuantizer::train(&data, DIM, &RabitqConfig { metric, seed: 5 })
                 .expect("train")
                 .encode_all(&data)
                 .expect("encode");
-            let g = graph(&data, space);
-            let r = code_recall(&g, &codes, &data, &queries, space, 64, 64);
-            assert!(r >= 0.93, "{space:?} rq4 recall@10 {r}");
+            let g = graph(&data, metric);
+            let r = code_recall(&g, &codes, &data, &queries, metric, 64, 64);
+            assert!(r >= 0.93, "{metric:?} rq4 recall@10 {r}");
         }
     }
 
     #[test]
     fn codes_search_is_deterministic_and_respects_accept() {
         let data = gaussian(N, 15, true);
-        let g = graph(&data, Space::Dot);
+        let g = graph(&data, Metric::Dot);
         let codes = binary(&data, BinaryEncoding::TwoBits);
         let view = g.view();
+        let vectors = Vectors::new(&data, DIM, Metric::Dot);
         let mut rng = ChaCha8Rng::seed_from_u64(16);
         let mut ctx = SearchContext::default();
         let even = |id: u32| id.is_multiple_of(2);
+        let params = Query::new(10, 48);
         for _ in 0..10 {
             let qi = rng.random_range(0..N);
             let q = &data[qi * DIM..(qi + 1) * DIM];
-            let a = search_codes(
-                &view,
-                &mut ctx,
-                &codes,
-                &data,
-                DIM,
-                Space::Dot,
-                q,
-                10,
-                48,
-                0,
-                None,
-            )
-            .expect("search");
-            let b = search_codes(
-                &view,
-                &mut SearchContext::default(),
-                &codes,
-                &data,
-                DIM,
-                Space::Dot,
-                q,
-                10,
-                48,
-                0,
-                None,
-            )
-            .expect("search");
+            let a = search_codes(&view, &vectors, &codes, &params, q, &mut ctx).expect("search");
+            let mut fresh = SearchContext::default();
+            let b = search_codes(&view, &vectors, &codes, &params, q, &mut fresh).expect("search");
             assert_eq!(a, b);
             // The query is a stored row: it comes back first (exact score).
             assert_eq!(a[0].0 as usize, qi);
-            let f = search_codes(
-                &view,
-                &mut ctx,
-                &codes,
-                &data,
-                DIM,
-                Space::Dot,
-                q,
-                10,
-                48,
-                48,
-                Some(&even),
-            )
-            .expect("search");
+            let filtered = params.with_rescore(48).with_accept(&even);
+            let f = search_codes(&view, &vectors, &codes, &filtered, q, &mut ctx).expect("search");
             assert_eq!(f.len(), 10);
             assert!(f.iter().all(|&(id, _)| even(id)), "{f:?}");
         }
@@ -369,56 +339,23 @@ mod tests {
     #[test]
     fn bad_query_is_an_error_and_empty_graph_is_empty() {
         let data = gaussian(200, 17, true);
-        let g = graph(&data, Space::Dot);
+        let g = graph(&data, Metric::Dot);
         let codes = binary(&data, BinaryEncoding::OneBit);
+        let vectors = Vectors::new(&data, DIM, Metric::Dot);
         let mut ctx = SearchContext::default();
         let mut q = data[..DIM].to_vec();
         q[3] = f32::NAN;
-        let r = search_codes(
-            &g.view(),
-            &mut ctx,
-            &codes,
-            &data,
-            DIM,
-            Space::Dot,
-            &q,
-            10,
-            32,
-            0,
-            None,
-        );
+        let params = Query::new(10, 32);
+        let r = search_codes(&g.view(), &vectors, &codes, &params, &q, &mut ctx);
         assert!(matches!(r, Err(Error::InvalidInput(_))), "{r:?}");
         let q = &data[..DIM];
-        let k0 = search_codes(
-            &g.view(),
-            &mut ctx,
-            &codes,
-            &data,
-            DIM,
-            Space::Dot,
-            q,
-            0,
-            32,
-            0,
-            None,
-        )
-        .expect("search");
+        let k0 = search_codes(&g.view(), &vectors, &codes, &Query::new(0, 32), q, &mut ctx)
+            .expect("search");
         assert!(k0.is_empty());
-        let empty = Graph::build(&[], DIM, Space::Dot, &HnswParams::default()).expect("build");
-        let r = search_codes(
-            &empty.view(),
-            &mut ctx,
-            &codes,
-            &data,
-            DIM,
-            Space::Dot,
-            q,
-            10,
-            32,
-            0,
-            None,
-        )
-        .expect("search");
+        let none = Vectors::new(&[], DIM, Metric::Dot);
+        let empty = Graph::build(&none, &HnswParams::default()).expect("build");
+        let r =
+            search_codes(&empty.view(), &vectors, &codes, &params, q, &mut ctx).expect("search");
         assert!(r.is_empty());
     }
 }

@@ -26,7 +26,8 @@ use eddy_format::{
 };
 use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes, KnownLayout, Unaligned};
 
-use crate::{Error, GraphView, Result, Space};
+use crate::space::{space_code, space_from_code};
+use crate::{Error, GraphView, Result};
 
 /// First 8 bytes of a graph file.
 pub const MAGIC: [u8; 8] = *b"EDDYHNSW";
@@ -97,7 +98,7 @@ pub(crate) fn write<W: Write>(v: &GraphView<'_>, w: &mut W) -> std::io::Result<(
     let zeros = [0u8; ALIGN];
     let mut h = GraphHeader::new_zeroed();
     h.preamble = GRAPH_FORMAT.preamble::<GraphHeader>();
-    h.space = U32::new(v.space.code());
+    h.space = U32::new(space_code(v.space));
     h.m = U32::new(v.m);
     h.n = U32::new(v.n);
     h.dim = U32::new(v.dim);
@@ -143,7 +144,7 @@ pub(crate) fn read(bytes: &[u8], verify_body: bool) -> Result<GraphView<'_>> {
         h.header_crc.get(),
         crc32(&h.as_bytes()[..HEADER_CRC_COVERS]),
     )?;
-    let space = Space::from_code(h.space.get())
+    let space = space_from_code(h.space.get())
         .ok_or_else(|| corrupt(format!("unknown space code {}", h.space.get())))?;
     let (m, n, dim) = (h.m.get(), h.n.get(), h.dim.get());
     let (entry, max_level) = (h.entry.get(), h.max_level.get());

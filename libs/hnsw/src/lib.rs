@@ -13,55 +13,47 @@
 //!   count; upper levels compact), written by [`Graph::write_to`] in a
 //!   versioned, checksummed, 64-byte-aligned format and read back without a
 //!   deserialization pass by [`GraphView::from_bytes`] (for an mmap).
-//! * [`search`] / [`search_sq8`] run on a [`GraphView`] with a reusable
-//!   [`SearchContext`] (no allocation per query after warm-up), over f32
-//!   vectors or SQ8 codes (then rescored exactly in f32). An `accept` filter
-//!   restricts results but not the walk, so deleted or filtered-out rows still
-//!   route the search.
+//! * [`search`] / [`search_sq8`] run on a [`GraphView`] over borrowed
+//!   [`Vectors`] (or SQ8 codes, then rescored exactly in f32) with a reusable
+//!   [`SearchContext`] (no allocation per query after warm-up); a [`Query`]
+//!   says how many neighbours, how wide a beam and which rows may be returned.
+//!   Its `accept` filter restricts results but not the walk, so deleted or
+//!   filtered-out rows still route the search.
 //! * [`search_codes`] walks over any [`eddy_quant::CodeScorer`] (binary
 //!   1/1.5/2-bit, rotated 4-bit RaBitQ) and rescores the best candidates in f32.
+//! * [`exact_scan`] is eddy's one exact scan: every accepted row in blocks, or
+//!   a list of rows (selective filters).
 //!
-//! Every score is "higher is closer": the inner product for [`Space::Dot`]
-//! (cosine over normalised vectors), minus the squared distance for [`Space::L2`].
+//! The metric is [`eddy_model::Metric`]. Every score is "higher is closer":
+//! the inner product for cosine (normalised vectors) and dot, minus the
+//! squared distance for L2.
 
 mod build;
 mod codes;
+mod context;
+mod exact;
 mod format;
+mod insert;
+mod link;
 mod repair;
+mod scorer;
 mod search;
+mod space;
 mod sq8;
+mod vectors;
+mod walk;
 
 pub use build::BuildOptions;
-pub use codes::{search_codes, search_codes_into};
+pub use codes::{search_codes, search_codes_into, CodeQuery};
+pub use context::SearchContext;
+pub use exact::{exact_scan, ScanRows};
 pub use format::{FORMAT_VERSION, MAGIC, OLDEST_SUPPORTED_VERSION};
-pub use search::{exact_scan, search, search_into, unreachable_count, SearchContext};
+pub use repair::unreachable_count;
+pub use search::{search, search_into, Query};
 pub use sq8::{search_sq8, search_sq8_into, sq8_beam_fidelity, Sq8View, SQ8_BEAM_MIN_FIDELITY};
+pub use vectors::Vectors;
 
-/// Similarity space. Scores are "higher is closer" in both.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Space {
-    /// Inner product (cosine when the caller normalises the vectors).
-    Dot,
-    /// Squared Euclidean distance; the score is `-l2sq`.
-    L2,
-}
-
-impl Space {
-    pub(crate) fn code(self) -> u32 {
-        match self {
-            Space::Dot => 0,
-            Space::L2 => 1,
-        }
-    }
-
-    pub(crate) fn from_code(code: u32) -> Option<Space> {
-        match code {
-            0 => Some(Space::Dot),
-            1 => Some(Space::L2),
-            _ => None,
-        }
-    }
-}
+use eddy_model::Metric;
 
 /// Build parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,7 +106,8 @@ pub struct Graph {
     pub(crate) n: u32,
     pub(crate) dim: u32,
     pub(crate) m: u32,
-    pub(crate) space: Space,
+    /// Similarity space: [`Metric::Dot`] (cosine graphs too) or [`Metric::L2`].
+    pub(crate) space: Metric,
     pub(crate) entry: u32,
     pub(crate) max_level: u32,
     /// `n` rows of `1 + 2m` u32: count, then ids.
@@ -135,7 +128,8 @@ pub struct GraphView<'a> {
     pub(crate) n: u32,
     pub(crate) dim: u32,
     pub(crate) m: u32,
-    pub(crate) space: Space,
+    /// Similarity space: [`Metric::Dot`] (cosine graphs too) or [`Metric::L2`].
+    pub(crate) space: Metric,
     pub(crate) entry: u32,
     pub(crate) max_level: u32,
     pub(crate) level0: &'a [u32],
@@ -146,13 +140,13 @@ pub struct GraphView<'a> {
 }
 
 impl Graph {
-    /// Build a graph over `vectors` (`n * dim` row-major f32, borrowed, e.g. from an mmap)
-    /// with default [`BuildOptions`], on the current rayon pool.
+    /// Build a graph over `vectors` (borrowed, e.g. from an mmap) with default
+    /// [`BuildOptions`], on the current rayon pool.
     ///
     /// # Errors
     /// On a ragged matrix, `dim == 0`, more than `u32::MAX - 1` rows or bad parameters.
-    pub fn build(vectors: &[f32], dim: usize, space: Space, params: &HnswParams) -> Result<Graph> {
-        build::build(vectors, dim, space, params, &BuildOptions::default(), None)
+    pub fn build(vectors: &Vectors<'_>, params: &HnswParams) -> Result<Graph> {
+        build::build(vectors, params, &BuildOptions::default(), None)
     }
 
     /// [`Graph::build`] with explicit [`BuildOptions`].
@@ -160,13 +154,11 @@ impl Graph {
     /// # Errors
     /// As [`Graph::build`].
     pub fn build_with(
-        vectors: &[f32],
-        dim: usize,
-        space: Space,
+        vectors: &Vectors<'_>,
         params: &HnswParams,
         options: &BuildOptions,
     ) -> Result<Graph> {
-        build::build(vectors, dim, space, params, options, None)
+        build::build(vectors, params, options, None)
     }
 
     /// [`Graph::build_with`] whose SQ8 construction beam (when
@@ -176,22 +168,21 @@ impl Graph {
     /// # Errors
     /// As [`Graph::build`], and when `codes` does not cover `vectors`.
     pub fn build_with_sq8(
-        vectors: &[f32],
-        dim: usize,
-        space: Space,
+        vectors: &Vectors<'_>,
         params: &HnswParams,
         options: &BuildOptions,
         codes: &Sq8View<'_>,
     ) -> Result<Graph> {
-        if codes.dim() != dim || codes.len() * dim != vectors.len() {
+        let dim = vectors.dim;
+        if codes.dim() != dim || codes.len() * dim != vectors.data.len() {
             return Err(Error::InvalidInput(format!(
                 "sq8 codes cover {} rows of dim {}, the vectors {} of dim {dim}",
                 codes.len(),
                 codes.dim(),
-                vectors.len() / dim.max(1)
+                vectors.data.len() / dim.max(1)
             )));
         }
-        build::build(vectors, dim, space, params, options, Some(*codes))
+        build::build(vectors, params, options, Some(*codes))
     }
 
     /// Borrow the graph for search.
@@ -270,8 +261,10 @@ impl<'a> GraphView<'a> {
         self.dim as usize
     }
 
-    /// Similarity space of the graph.
-    pub fn space(&self) -> Space {
+    /// Similarity space of the graph: [`Metric::Dot`] for graphs built for
+    /// cosine or dot (both are scored alike and stored as one code), or
+    /// [`Metric::L2`].
+    pub fn space(&self) -> Metric {
         self.space
     }
 

@@ -1,18 +1,54 @@
-//! Connectivity passes after the build: `repair` links every node the level-0
-//! graph cannot reach from the entry point, `boost_in_degree` gives nodes with
-//! few in-links back links from their own nearest neighbours.
+//! Connectivity: what a level-0 walk from the entry point reaches, and the
+//! passes after the build: `repair` links every node the level-0 graph cannot
+//! reach from the entry point, `boost_in_degree` gives nodes with few
+//! in-links back links from their own nearest neighbours.
 
 use eddy_kernels::Kernels;
 
-use crate::search::{reachable, F32Scorer, Item, Scorer};
-use crate::{Graph, SearchContext, Space};
+use crate::context::{Item, SearchContext};
+use crate::scorer::{F32Scorer, Scorer};
+use crate::walk::walk;
+use crate::{Graph, GraphView, Vectors};
+
+/// Nodes that a level-0 walk from the entry point cannot reach (folded
+/// duplicates count as reachable when their representative is).
+pub fn unreachable_count(view: &GraphView<'_>) -> usize {
+    let n = view.len();
+    if n == 0 {
+        return 0;
+    }
+    let reach = reachable(view);
+    let mut dup = vec![false; n];
+    for &d in view.dup_rows {
+        dup[d as usize] = true;
+    }
+    (0..n).filter(|&i| !reach[i] && !dup[i]).count()
+}
+
+/// Level-0 reachability from the entry point.
+fn reachable(view: &GraphView<'_>) -> Vec<bool> {
+    let n = view.len();
+    let mut reach = vec![false; n];
+    if n == 0 {
+        return reach;
+    }
+    let mut stack = vec![view.entry];
+    reach[view.entry as usize] = true;
+    while let Some(u) = stack.pop() {
+        for &v in view.neighbors(u) {
+            if !reach[v as usize] {
+                reach[v as usize] = true;
+                stack.push(v);
+            }
+        }
+    }
+    reach
+}
 
 /// Link every node unreachable at level 0 from the entry into the list of its
 /// closest reachable node (evicting a neighbour that has other in-links).
-pub(crate) fn repair(graph: &mut Graph, vectors: &[f32], rep: &[u32], ef: usize) {
+pub(crate) fn repair(graph: &mut Graph, vectors: &Vectors<'_>, rep: &[u32], ef: usize) {
     let n = graph.n as usize;
-    let dim = graph.dim as usize;
-    let space = graph.space;
     let w = 1 + 2 * graph.m as usize;
     for _round in 0..2 {
         let mut reach = reachable(&graph.view());
@@ -33,24 +69,15 @@ pub(crate) fn repair(graph: &mut Graph, vectors: &[f32], rep: &[u32], ef: usize)
             if reach[u as usize] {
                 continue;
             }
-            let q = &vectors[u as usize * dim..(u as usize + 1) * dim];
             let cands: Vec<Item> = {
                 let view = graph.view();
-                let scorer = F32Scorer::new(vectors, dim, space, q);
+                let scorer = F32Scorer::new(vectors, vectors.row(u));
                 let entry = Item {
                     score: scorer.score_one(view.entry),
                     id: view.entry,
                 };
-                crate::search::walk(
-                    &view,
-                    &scorer,
-                    &mut ctx,
-                    n,
-                    entry,
-                    view.max_level as usize,
-                    ef,
-                    &|_| true,
-                );
+                let top = view.max_level as usize;
+                walk(&view, &scorer, &mut ctx, entry, top, ef, &|_| true);
                 ctx.sorted.clone()
             };
             let mut linked = false;
@@ -97,22 +124,16 @@ pub(crate) fn repair(graph: &mut Graph, vectors: &[f32], rep: &[u32], ef: usize)
     }
 }
 
-fn pair_score(vectors: &[f32], dim: usize, space: Space, k: &Kernels, a: u32, b: u32) -> f32 {
-    let va = &vectors[a as usize * dim..(a as usize + 1) * dim];
-    let vb = &vectors[b as usize * dim..(b as usize + 1) * dim];
-    match space {
-        Space::Dot => k.dot(va, vb),
-        Space::L2 => -k.l2sq(va, vb),
-    }
-}
-
 /// Give nodes with few level-0 in-links back links from their own out-neighbours
 /// (closest first), evicting the neighbour's farthest link when that one keeps
 /// enough in-links. Runs in node order, so it is deterministic.
-pub(crate) fn boost_in_degree(graph: &mut Graph, vectors: &[f32], rep: &[u32], min_in: usize) {
+pub(crate) fn boost_in_degree(
+    graph: &mut Graph,
+    vectors: &Vectors<'_>,
+    rep: &[u32],
+    min_in: usize,
+) {
     let n = graph.n as usize;
-    let dim = graph.dim as usize;
-    let space = graph.space;
     let w = 1 + 2 * graph.m as usize;
     let k = Kernels::get();
     let mut indeg = vec![0u32; n];
@@ -129,7 +150,7 @@ pub(crate) fn boost_in_degree(graph: &mut Graph, vectors: &[f32], rep: &[u32], m
         }
         outs.clear();
         outs.extend(graph.view().neighbors(u).iter().map(|&v| Item {
-            score: pair_score(vectors, dim, space, k, u, v),
+            score: vectors.pair(k, u, v),
             id: v,
         }));
         outs.sort_unstable_by(|a, b| b.cmp(a));
@@ -155,7 +176,7 @@ pub(crate) fn boost_in_degree(graph: &mut Graph, vectors: &[f32], rep: &[u32], m
                 if indeg[x as usize] <= min_in {
                     continue;
                 }
-                let s = pair_score(vectors, dim, space, k, v as u32, x);
+                let s = vectors.pair(k, v as u32, x);
                 if victim.is_none_or(|(_, best)| s < best) {
                     victim = Some((slot, s));
                 }

@@ -3,13 +3,14 @@
 //! `search_sq8`, which walks on codes and rescores in f32.
 
 use eddy_kernels::{Kernels, QueryI7};
+use eddy_model::Metric;
 use eddy_quant::sq8::{Sq8Codes, Sq8Config, Sq8Quantizer};
-use eddy_quant::Metric;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::search::{check_code_args, rescore_into, walk_from_entry, F32Scorer, Scorer};
-use crate::{Error, GraphView, Result, SearchContext, Space};
+use crate::scorer::{F32Scorer, Scorer};
+use crate::search::{check_code_args, rescore_into, walk_from_entry};
+use crate::{Error, GraphView, Query, Result, SearchContext, Vectors};
 
 /// SQ8 codes borrowed from memory (an mmap, or an [`Sq8Codes`]): `dim` bytes per
 /// row plus one f32 correction term per row (as produced by
@@ -144,25 +145,25 @@ pub(crate) struct Sq8Scorer<'a> {
     qi7: QueryI7<'a>,
     mul: f32,
     off: f32,
-    space: Space,
+    metric: Metric,
 }
 
 impl<'a> Sq8Scorer<'a> {
     /// Encode `query` into the caller's buffers and build the scorer.
     pub(crate) fn new(
         view: &'a Sq8View<'a>,
-        space: Space,
+        metric: Metric,
         query: &[f32],
         qcode: &'a mut Vec<u8>,
         qi7: &'a mut Vec<i8>,
     ) -> Self {
-        let (mul, off) = match space {
-            Space::Dot => {
+        let (mul, off) = match metric {
+            Metric::Cosine | Metric::Dot => {
                 qcode.clear();
                 let s = Sq8View::encode_query_i7(query, qi7);
                 (view.delta * s, view.lo * query.iter().sum::<f32>())
             }
-            Space::L2 => {
+            Metric::L2 => {
                 qi7.clear();
                 view.encode_query(query, qcode);
                 (view.delta * view.delta, 0.0)
@@ -176,7 +177,7 @@ impl<'a> Sq8Scorer<'a> {
             qi7: QueryI7::new(qi7).unwrap_or(QueryI7::EMPTY),
             mul,
             off,
-            space,
+            metric,
         }
     }
 
@@ -203,9 +204,11 @@ impl Scorer for Sq8Scorer<'_> {
     #[inline]
     fn score_one(&self, id: u32) -> f32 {
         let c = self.code(id);
-        match self.space {
-            Space::Dot => self.off + self.mul * self.k.dot_u8_i7(c, self.qi7) as f32,
-            Space::L2 => -self.mul * self.k.l2sq_u8(self.qcode, c) as f32,
+        match self.metric {
+            Metric::Cosine | Metric::Dot => {
+                self.off + self.mul * self.k.dot_u8_i7(c, self.qi7) as f32
+            }
+            Metric::L2 => -self.mul * self.k.l2sq_u8(self.qcode, c) as f32,
         }
     }
 
@@ -223,30 +226,23 @@ impl Scorer for Sq8Scorer<'_> {
     }
 }
 
-/// Search traversing SQ8 codes, then rescoring the best `rescore` (at least `k`)
-/// candidates exactly in f32; results `(row, exact score)` best first, at most `k`.
+/// Search traversing SQ8 codes, then rescoring the best `params.rescore`
+/// (at least `k`) candidates exactly in f32; results `(row, exact score)`
+/// best first, at most `params.k`. `ef` is raised to the rescoring depth.
 ///
 /// # Panics
-/// If `query.len() != dim`, the codes' dimension differs, or `vectors`/`codes`
-/// hold fewer than `view.len()` rows.
-#[allow(clippy::too_many_arguments)]
+/// If `query.len() != vectors.dim`, the codes' dimension differs, or
+/// `vectors`/`codes` hold fewer than `view.len()` rows.
 pub fn search_sq8(
     view: &GraphView<'_>,
-    ctx: &mut SearchContext,
+    vectors: &Vectors<'_>,
     codes: &Sq8View<'_>,
-    vectors: &[f32],
-    dim: usize,
-    space: Space,
+    params: &Query<'_>,
     query: &[f32],
-    k: usize,
-    ef: usize,
-    rescore: usize,
-    accept: Option<&dyn Fn(u32) -> bool>,
+    ctx: &mut SearchContext,
 ) -> Vec<(u32, f32)> {
-    let mut out = Vec::with_capacity(k);
-    search_sq8_into(
-        view, ctx, codes, vectors, dim, space, query, k, ef, rescore, accept, &mut out,
-    );
+    let mut out = Vec::with_capacity(params.k);
+    search_sq8_into(view, vectors, codes, params, query, ctx, &mut out);
     out
 }
 
@@ -254,58 +250,38 @@ pub fn search_sq8(
 ///
 /// # Panics
 /// As [`search_sq8`].
-#[allow(clippy::too_many_arguments)]
 pub fn search_sq8_into(
     view: &GraphView<'_>,
-    ctx: &mut SearchContext,
+    vectors: &Vectors<'_>,
     codes: &Sq8View<'_>,
-    vectors: &[f32],
-    dim: usize,
-    space: Space,
+    params: &Query<'_>,
     query: &[f32],
-    k: usize,
-    ef: usize,
-    rescore: usize,
-    accept: Option<&dyn Fn(u32) -> bool>,
+    ctx: &mut SearchContext,
     out: &mut Vec<(u32, f32)>,
 ) {
     out.clear();
-    check_code_args(
-        "search_sq8",
-        view,
-        vectors,
-        dim,
-        query,
-        codes.dim,
-        codes.len(),
-    );
-    if view.is_empty() || k == 0 {
+    check_code_args("search_sq8", view, vectors, query, (codes.dim, codes.len()));
+    if view.is_empty() || params.k == 0 {
         return;
     }
     let mut qcode = std::mem::take(&mut ctx.qcode);
     let mut qi7 = std::mem::take(&mut ctx.qi7);
-    let scorer = Sq8Scorer::new(codes, space, query, &mut qcode, &mut qi7);
-    let rescore = rescore.max(k);
-    walk_from_entry(view, &scorer, ctx, ef.max(rescore), accept);
+    let scorer = Sq8Scorer::new(codes, vectors.metric, query, &mut qcode, &mut qi7);
+    let ef = params.ef.max(params.rescore_depth());
+    walk_from_entry(view, &scorer, ctx, ef, params.accept);
     ctx.qcode = qcode;
     ctx.qi7 = qi7;
-    rescore_into(
-        view, ctx, vectors, dim, space, query, k, rescore, accept, out,
-    );
+    rescore_into(view, vectors, params, query, ctx, out);
 }
 
 /// SQ8 codes of `vectors` for the construction beam.
-pub(crate) fn train_sq8(vectors: &[f32], dim: usize, space: Space) -> Result<Sq8Codes> {
-    let metric = match space {
-        Space::Dot => Metric::Dot,
-        Space::L2 => Metric::L2,
-    };
+pub(crate) fn train_sq8(vectors: &Vectors<'_>) -> Result<Sq8Codes> {
     let config = Sq8Config {
-        metric,
+        metric: vectors.metric,
         ..Sq8Config::default()
     };
-    Sq8Quantizer::train(vectors, dim, &config)
-        .and_then(|q| q.encode_all(vectors))
+    Sq8Quantizer::train(vectors.data, vectors.dim, &config)
+        .and_then(|q| q.encode_all(vectors.data))
         .map_err(|e| Error::InvalidInput(format!("sq8 for the construction beam: {e}")))
 }
 
@@ -323,30 +299,18 @@ pub const SQ8_BEAM_MIN_FIDELITY: f64 = 0.5;
 ///
 /// # Errors
 /// [`Error::InvalidInput`] if the codes cannot be trained (ragged or non-finite data).
-pub fn sq8_beam_fidelity(vectors: &[f32], dim: usize, space: Space, seed: u64) -> Result<f64> {
-    let codes = train_sq8(vectors, dim, space)?;
-    Ok(fidelity_of(
-        vectors,
-        dim,
-        space,
-        &Sq8View::from_codes(&codes),
-        seed,
-    ))
+pub fn sq8_beam_fidelity(vectors: &Vectors<'_>, seed: u64) -> Result<f64> {
+    let codes = train_sq8(vectors)?;
+    Ok(fidelity_of(vectors, &Sq8View::from_codes(&codes), seed))
 }
 
 /// [`sq8_beam_fidelity`] for already trained codes. The pool is large on
 /// purpose: a sparse sample has wider score gaps and flatters the codes.
-pub(crate) fn fidelity_of(
-    vectors: &[f32],
-    dim: usize,
-    space: Space,
-    view: &Sq8View<'_>,
-    seed: u64,
-) -> f64 {
+pub(crate) fn fidelity_of(vectors: &Vectors<'_>, view: &Sq8View<'_>, seed: u64) -> f64 {
     const PROBES: usize = 64;
     const POOL: usize = 1 << 18;
     const K: usize = 10;
-    let n = vectors.len() / dim;
+    let n = vectors.rows();
     if n <= K + 1 {
         return 1.0;
     }
@@ -362,9 +326,10 @@ pub(crate) fn fidelity_of(
     let mut total = 0usize;
     for _ in 0..PROBES {
         let p = rng.random_range(0..n);
-        let q = &vectors[p * dim..(p + 1) * dim];
-        F32Scorer::new(vectors, dim, space, q).score_ids(&pool, &mut exact_scores);
-        Sq8Scorer::new(view, space, q, &mut qcode, &mut qi7).score_ids(&pool, &mut approx_scores);
+        let q = vectors.row(p as u32);
+        F32Scorer::new(vectors, q).score_ids(&pool, &mut exact_scores);
+        Sq8Scorer::new(view, vectors.metric, q, &mut qcode, &mut qi7)
+            .score_ids(&pool, &mut approx_scores);
         let top = |scores: &[f32]| -> Vec<usize> {
             let mut idx: Vec<usize> = (0..scores.len()).collect();
             idx.sort_unstable_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));

@@ -2,6 +2,7 @@
 //! duplicates, SQ8 traversal, format round trip and corruption.
 
 use eddy_format::FormatError;
+use eddy_model::Metric;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -24,17 +25,10 @@ pub(crate) fn clustered(n: usize, dim: usize, seed: u64, normalise: bool) -> Vec
     v
 }
 
-fn score(space: Space, a: &[f32], b: &[f32]) -> f32 {
-    match space {
-        Space::Dot => eddy_kernels::dot(a, b),
-        Space::L2 => -eddy_kernels::l2sq(a, b),
-    }
-}
-
 fn brute(
     data: &[f32],
     dim: usize,
-    space: Space,
+    metric: Metric,
     q: &[f32],
     k: usize,
     ok: impl Fn(u32) -> bool,
@@ -43,7 +37,7 @@ fn brute(
         .chunks_exact(dim)
         .enumerate()
         .filter(|(i, _)| ok(*i as u32))
-        .map(|(i, v)| (i as u32, score(space, q, v)))
+        .map(|(i, v)| (i as u32, eddy_quant::exact_score(metric, q, v)))
         .collect();
     all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     all.truncate(k);
@@ -71,20 +65,27 @@ fn one_thread<T: Send>(f: impl FnOnce() -> T + Send) -> T {
         .install(f)
 }
 
+/// A graph over `data` built on one thread with default parameters.
+fn graph_1t(data: &[f32], dim: usize, metric: Metric) -> Graph {
+    one_thread(|| Graph::build(&Vectors::new(data, dim, metric), &HnswParams::default()))
+        .expect("build")
+}
+
 fn mean_recall(
     g: &GraphView<'_>,
     data: &[f32],
     queries: &[f32],
     dim: usize,
-    space: Space,
+    metric: Metric,
     ef: usize,
 ) -> f64 {
     let mut ctx = SearchContext::default();
     let mut total = 0.0;
     let nq = queries.len() / dim;
+    let vectors = Vectors::new(data, dim, metric);
     for q in queries.chunks_exact(dim) {
-        let got = search(g, &mut ctx, data, dim, space, q, 10, ef, None);
-        let truth = brute(data, dim, space, q, 10, |_| true);
+        let got = search(g, &vectors, &Query::new(10, ef), q, &mut ctx);
+        let truth = brute(data, dim, metric, q, 10, |_| true);
         total += recall(&got, &truth);
     }
     total / nq as f64
@@ -93,14 +94,13 @@ fn mean_recall(
 #[test]
 fn recall_dot_and_l2() {
     let dim = 16;
-    for space in [Space::Dot, Space::L2] {
-        let data = clustered(1500, dim, 1, space == Space::Dot);
-        let queries = clustered(40, dim, 2, space == Space::Dot);
-        let g =
-            one_thread(|| Graph::build(&data, dim, space, &HnswParams::default())).expect("build");
+    for metric in [Metric::Dot, Metric::L2] {
+        let data = clustered(1500, dim, 1, metric == Metric::Dot);
+        let queries = clustered(40, dim, 2, metric == Metric::Dot);
+        let g = graph_1t(&data, dim, metric);
         assert_eq!(g.len(), 1500);
-        let r = mean_recall(&g.view(), &data, &queries, dim, space, 64);
-        assert!(r > 0.95, "{space:?} recall {r}");
+        let r = mean_recall(&g.view(), &data, &queries, dim, metric, 64);
+        assert!(r > 0.95, "{metric:?} recall {r}");
         assert_eq!(unreachable_count(&g.view()), 0);
     }
 }
@@ -114,10 +114,11 @@ fn parallel_build_has_recall() {
         .num_threads(3)
         .build()
         .expect("pool");
+    let vectors = Vectors::new(&data, dim, Metric::Dot);
     let g = pool
-        .install(|| Graph::build(&data, dim, Space::Dot, &HnswParams::default()))
+        .install(|| Graph::build(&vectors, &HnswParams::default()))
         .expect("build");
-    let r = mean_recall(&g.view(), &data, &queries, dim, Space::Dot, 64);
+    let r = mean_recall(&g.view(), &data, &queries, dim, Metric::Dot, 64);
     assert!(r > 0.95, "recall {r}");
 }
 
@@ -132,12 +133,14 @@ fn build_with_given_sq8_codes_matches_its_own_training() {
     let codes = q.encode_all(&data).expect("encode");
     let view = Sq8View::from_codes(&codes);
     let (p, o) = (HnswParams::default(), BuildOptions::default());
-    let own = one_thread(|| Graph::build_with(&data, dim, Space::Dot, &p, &o)).expect("build");
-    let given = one_thread(|| Graph::build_with_sq8(&data, dim, Space::Dot, &p, &o, &view))
-        .expect("build with codes");
+    let vectors = Vectors::new(&data, dim, Metric::Dot);
+    let own = one_thread(|| Graph::build_with(&vectors, &p, &o)).expect("build");
+    let given =
+        one_thread(|| Graph::build_with_sq8(&vectors, &p, &o, &view)).expect("build with codes");
     assert_eq!(own, given);
-    let err = Graph::build_with_sq8(&data[..400 * dim], dim, Space::Dot, &p, &o, &view)
-        .expect_err("codes of 800 rows for 400 vectors");
+    let half = Vectors::new(&data[..400 * dim], dim, Metric::Dot);
+    let err =
+        Graph::build_with_sq8(&half, &p, &o, &view).expect_err("codes of 800 rows for 400 vectors");
     assert!(err.to_string().contains("800 rows"), "{err}");
 }
 
@@ -150,11 +153,11 @@ fn single_thread_build_is_deterministic() {
         ef_construction: 40,
         seed: 9,
     };
-    let a = one_thread(|| Graph::build(&data, dim, Space::Dot, &p)).expect("build");
-    let b = one_thread(|| Graph::build(&data, dim, Space::Dot, &p)).expect("build");
+    let vectors = Vectors::new(&data, dim, Metric::Dot);
+    let a = one_thread(|| Graph::build(&vectors, &p)).expect("build");
+    let b = one_thread(|| Graph::build(&vectors, &p)).expect("build");
     assert_eq!(a, b);
-    let c = one_thread(|| Graph::build(&data, dim, Space::Dot, &HnswParams { seed: 10, ..p }))
-        .expect("build");
+    let c = one_thread(|| Graph::build(&vectors, &HnswParams { seed: 10, ..p })).expect("build");
     assert_ne!(a, c);
 }
 
@@ -163,19 +166,25 @@ fn filter_restricts_results_not_walk() {
     let dim = 16;
     let data = clustered(1200, dim, 6, true);
     let queries = clustered(30, dim, 7, true);
-    let g =
-        one_thread(|| Graph::build(&data, dim, Space::Dot, &HnswParams::default())).expect("build");
+    let g = graph_1t(&data, dim, Metric::Dot);
+    let vectors = Vectors::new(&data, dim, Metric::Dot);
     let v = g.view();
     let mut ctx = SearchContext::default();
     // Keep one row in 4: rejected rows must still route the walk.
     let ok = |id: u32| id.is_multiple_of(4);
     let mut total = 0.0;
     for q in queries.chunks_exact(dim) {
-        let got = search(&v, &mut ctx, &data, dim, Space::Dot, q, 10, 64, Some(&ok));
+        let got = search(
+            &v,
+            &vectors,
+            &Query::new(10, 64).with_accept(&ok),
+            q,
+            &mut ctx,
+        );
         assert_eq!(got.len(), 10);
         assert!(got.iter().all(|&(id, _)| ok(id)));
         assert!(got.windows(2).all(|w| w[0].1 >= w[1].1), "best first");
-        total += recall(&got, &brute(&data, dim, Space::Dot, q, 10, ok));
+        total += recall(&got, &brute(&data, dim, Metric::Dot, q, 10, ok));
     }
     assert!(total / 30.0 > 0.9, "filtered recall {}", total / 30.0);
 }
@@ -184,14 +193,20 @@ fn filter_restricts_results_not_walk() {
 fn deleted_rows_are_never_returned() {
     let dim = 8;
     let data = clustered(800, dim, 8, false);
-    let g =
-        one_thread(|| Graph::build(&data, dim, Space::L2, &HnswParams::default())).expect("build");
+    let g = graph_1t(&data, dim, Metric::L2);
+    let vectors = Vectors::new(&data, dim, Metric::L2);
     let v = g.view();
     let mut ctx = SearchContext::default();
     for (qi, q) in data.chunks_exact(dim).take(50).enumerate() {
         // Delete the query row itself and every 3rd row.
         let alive = |id: u32| id as usize != qi && !id.is_multiple_of(3);
-        let got = search(&v, &mut ctx, &data, dim, Space::L2, q, 5, 32, Some(&alive));
+        let got = search(
+            &v,
+            &vectors,
+            &Query::new(5, 32).with_accept(&alive),
+            q,
+            &mut ctx,
+        );
         assert!(got.iter().all(|&(id, _)| alive(id)));
         assert_eq!(got.len(), 5);
     }
@@ -199,14 +214,10 @@ fn deleted_rows_are_never_returned() {
     let none = |_: u32| false;
     let got = search(
         &v,
-        &mut ctx,
-        &data,
-        dim,
-        Space::L2,
+        &vectors,
+        &Query::new(5, 32).with_accept(&none),
         &data[..dim],
-        5,
-        32,
-        Some(&none),
+        &mut ctx,
     );
     assert!(got.is_empty());
 }
@@ -225,14 +236,14 @@ fn exact_duplicates_are_folded_and_returned() {
         data.extend_from_slice(&r100);
     }
     let n = data.len() / dim;
-    let g =
-        one_thread(|| Graph::build(&data, dim, Space::Dot, &HnswParams::default())).expect("build");
+    let g = graph_1t(&data, dim, Metric::Dot);
+    let vectors = Vectors::new(&data, dim, Metric::Dot);
     let v = g.view();
     assert_eq!(v.duplicate_count(), 43);
     assert_eq!(v.duplicates(7).len(), 40);
     assert_eq!(unreachable_count(&v), 0);
     let mut ctx = SearchContext::default();
-    let got = search(&v, &mut ctx, &data, dim, Space::Dot, &r7, 41, 64, None);
+    let got = search(&v, &vectors, &Query::new(41, 64), &r7, &mut ctx);
     let mut ids: Vec<u32> = got.iter().map(|g| g.0).collect();
     ids.sort_unstable();
     let mut want: Vec<u32> = std::iter::once(7).chain(400..440).collect();
@@ -242,14 +253,10 @@ fn exact_duplicates_are_folded_and_returned() {
     let alive = |id: u32| id != 7;
     let got = search(
         &v,
-        &mut ctx,
-        &data,
-        dim,
-        Space::Dot,
+        &vectors,
+        &Query::new(3, 64).with_accept(&alive),
         &r7,
-        3,
-        64,
-        Some(&alive),
+        &mut ctx,
     );
     assert!(got.iter().all(|g| (400..440).contains(&g.0)), "{got:?}");
     // Dedup off: still a valid graph.
@@ -257,9 +264,14 @@ fn exact_duplicates_are_folded_and_returned() {
         dedup: false,
         ..BuildOptions::default()
     };
-    let g2 =
-        one_thread(|| Graph::build_with(&data, dim, Space::Dot, &HnswParams::default(), &opts))
-            .expect("build");
+    let g2 = one_thread(|| {
+        Graph::build_with(
+            &Vectors::new(&data, dim, Metric::Dot),
+            &HnswParams::default(),
+            &opts,
+        )
+    })
+    .expect("build");
     assert_eq!(g2.view().duplicate_count(), 0);
     assert_eq!(g2.len(), n);
 }
@@ -270,8 +282,8 @@ fn sq8_traversal_with_rescore() {
     let dim = 32;
     let data = clustered(1500, dim, 12, true);
     let queries = clustered(30, dim, 13, true);
-    let g =
-        one_thread(|| Graph::build(&data, dim, Space::Dot, &HnswParams::default())).expect("build");
+    let g = graph_1t(&data, dim, Metric::Dot);
+    let vectors = Vectors::new(&data, dim, Metric::Dot);
     let q = Sq8Quantizer::train(&data, dim, &Sq8Config::default()).expect("train");
     let codes = q.encode_all(&data).expect("encode");
     // Borrowed view over plain bytes, as from a file.
@@ -284,57 +296,56 @@ fn sq8_traversal_with_rescore() {
     for qv in queries.chunks_exact(dim) {
         let got = search_sq8(
             &g.view(),
-            &mut ctx,
+            &vectors,
             &sv,
-            &data,
-            dim,
-            Space::Dot,
+            &Query::new(10, 128).with_rescore(128),
             qv,
-            10,
-            128,
-            128,
-            None,
+            &mut ctx,
         );
         for &(id, s) in &got {
             let exact = eddy_kernels::dot(qv, &data[id as usize * dim..(id as usize + 1) * dim]);
             assert!((s - exact).abs() < 1e-6, "scores are exact after rescoring");
         }
-        total += recall(&got, &brute(&data, dim, Space::Dot, qv, 10, |_| true));
+        total += recall(&got, &brute(&data, dim, Metric::Dot, qv, 10, |_| true));
     }
     assert!(total / 30.0 > 0.93, "sq8 recall {}", total / 30.0);
 }
 
 #[test]
 fn empty_and_tiny_inputs() {
-    let g = Graph::build(&[], 4, Space::Dot, &HnswParams::default()).expect("empty");
+    let g =
+        Graph::build(&Vectors::new(&[], 4, Metric::Dot), &HnswParams::default()).expect("empty");
     assert!(g.is_empty());
     let mut ctx = SearchContext::default();
     assert!(search(
         &g.view(),
-        &mut ctx,
-        &[],
-        4,
-        Space::Dot,
+        &Vectors::new(&[], 4, Metric::Dot),
+        &Query::new(3, 10),
         &[0.0; 4],
-        3,
-        10,
-        None
+        &mut ctx,
     )
     .is_empty());
     assert_eq!(unreachable_count(&g.view()), 0);
     let one = [1.0, 0.0, 0.0, 0.0];
-    let g = Graph::build(&one, 4, Space::L2, &HnswParams::default()).expect("one");
-    let r = search(&g.view(), &mut ctx, &one, 4, Space::L2, &one, 3, 10, None);
+    let g = Graph::build(&Vectors::new(&one, 4, Metric::L2), &HnswParams::default()).expect("one");
+    let r = search(
+        &g.view(),
+        &Vectors::new(&one, 4, Metric::L2),
+        &Query::new(3, 10),
+        &one,
+        &mut ctx,
+    );
     assert_eq!(r, vec![(0, 0.0)]);
     assert!(matches!(
-        Graph::build(&[1.0; 7], 4, Space::Dot, &HnswParams::default()),
+        Graph::build(
+            &Vectors::new(&[1.0; 7], 4, Metric::Dot),
+            &HnswParams::default()
+        ),
         Err(Error::InvalidInput(_))
     ));
     assert!(matches!(
         Graph::build(
-            &one,
-            4,
-            Space::Dot,
+            &Vectors::new(&one, 4, Metric::Dot),
             &HnswParams {
                 m: 1,
                 ..HnswParams::default()
@@ -354,8 +365,8 @@ fn bytes_of(g: &Graph) -> Vec<u8> {
 fn format_round_trip() {
     let dim = 8;
     let data = clustered(700, dim, 14, true);
-    let g =
-        one_thread(|| Graph::build(&data, dim, Space::Dot, &HnswParams::default())).expect("build");
+    let g = graph_1t(&data, dim, Metric::Dot);
+    let vectors = Vectors::new(&data, dim, Metric::Dot);
     let bytes = bytes_of(&g);
     assert_eq!(&bytes[..8], &MAGIC);
     let buf = AlignedBytes::from_slice(&bytes);
@@ -363,13 +374,13 @@ fn format_round_trip() {
     assert_eq!(v.len(), g.len());
     assert_eq!(v.dim(), dim);
     assert_eq!(v.m(), 16);
-    assert_eq!(v.space(), Space::Dot);
+    assert_eq!(v.space(), Metric::Dot);
     assert_eq!(v.memory_bytes(), g.view().memory_bytes());
     let mut c1 = SearchContext::default();
     let mut c2 = SearchContext::default();
     for q in data.chunks_exact(dim).take(20) {
-        let a = search(&g.view(), &mut c1, &data, dim, Space::Dot, q, 10, 32, None);
-        let b = search(&v, &mut c2, &data, dim, Space::Dot, q, 10, 32, None);
+        let a = search(&g.view(), &vectors, &Query::new(10, 32), q, &mut c1);
+        let b = search(&v, &vectors, &Query::new(10, 32), q, &mut c2);
         assert_eq!(a, b);
     }
     // Sections are 64-byte aligned.
@@ -383,8 +394,7 @@ fn format_round_trip() {
 fn format_rejects_corruption() {
     let dim = 4;
     let data = clustered(200, dim, 15, false);
-    let g =
-        one_thread(|| Graph::build(&data, dim, Space::L2, &HnswParams::default())).expect("build");
+    let g = graph_1t(&data, dim, Metric::L2);
     let bytes = bytes_of(&g);
     let open = |b: &[u8]| {
         let buf = AlignedBytes::from_slice(b);
@@ -455,8 +465,9 @@ fn exact_scan_matches_brute_force() {
     let data = clustered(300, dim, 16, true);
     let rows: Vec<u32> = (0..300u32).filter(|i| i.is_multiple_of(7)).collect();
     let q = &data[..dim];
-    let got = exact_scan(&data, dim, Space::Dot, q, &rows, 5);
-    let want = brute(&data, dim, Space::Dot, q, 5, |id| id.is_multiple_of(7));
+    let vectors = Vectors::new(&data, dim, Metric::Dot);
+    let got = exact_scan(&vectors, q, 5, ScanRows::Listed(&rows));
+    let want = brute(&data, dim, Metric::Dot, q, 5, |id| id.is_multiple_of(7));
     assert_eq!(got, want);
 }
 
@@ -470,8 +481,8 @@ fn sq8_scorer_estimates_the_dot_with_the_decoded_rows() {
     let view = Sq8View::from_codes(&codes);
     let query = &data[3 * dim..4 * dim];
     let (mut qcode, mut qi7) = (Vec::new(), Vec::new());
-    let scorer = crate::sq8::Sq8Scorer::new(&view, Space::Dot, query, &mut qcode, &mut qi7);
-    use crate::search::Scorer;
+    let scorer = crate::sq8::Sq8Scorer::new(&view, Metric::Dot, query, &mut qcode, &mut qi7);
+    use crate::scorer::Scorer;
     // The query is kept at 7 bits: error per coordinate ≤ half a step (max|q| / 128).
     let half_step = query.iter().fold(0.0f32, |m, &x| m.max(x.abs())) / 128.0;
     let mut worst = 0.0f32;
@@ -497,7 +508,7 @@ fn sq8_beam_fidelity_separates_coarse_codes() {
     // Well-spread unit vectors: SQ8 keeps the neighbours.
     let dim = 32;
     let spread = clustered(2000, dim, 20, true);
-    let good = sq8_beam_fidelity(&spread, dim, Space::Dot, 7).expect("fidelity");
+    let good = sq8_beam_fidelity(&Vectors::new(&spread, dim, Metric::Dot), 7).expect("fidelity");
     assert!(good >= SQ8_BEAM_MIN_FIDELITY, "spread data: {good}");
     // Rows that differ from one centre by far less than one SQ8 step: the codes
     // cannot rank them, so the build must keep its beam on f32.
@@ -511,7 +522,7 @@ fn sq8_beam_fidelity_separates_coarse_codes() {
                 .collect::<Vec<_>>()
         })
         .collect();
-    let poor = sq8_beam_fidelity(&tight, dim, Space::Dot, 7).expect("fidelity");
+    let poor = sq8_beam_fidelity(&Vectors::new(&tight, dim, Metric::Dot), 7).expect("fidelity");
     assert!(poor < SQ8_BEAM_MIN_FIDELITY, "tight data: {poor}");
     assert!((0.0..=1.0).contains(&poor) && (0.0..=1.0).contains(&good));
 }

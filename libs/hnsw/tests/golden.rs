@@ -3,9 +3,10 @@
 
 use eddy_format::FormatError;
 use eddy_hnsw::{
-    search, unreachable_count, AlignedBytes, Error, Graph, GraphView, HnswParams, SearchContext,
-    Space, FORMAT_VERSION,
+    search, unreachable_count, AlignedBytes, Error, Graph, GraphView, HnswParams, Query,
+    SearchContext, Vectors, FORMAT_VERSION,
 };
+use eddy_model::Metric;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -45,7 +46,7 @@ fn write_golden() {
         seed: 1,
     };
     let g = pool
-        .install(|| Graph::build(&d, DIM, Space::Dot, &params))
+        .install(|| Graph::build(&Vectors::new(&d, DIM, Metric::Dot), &params))
         .expect("build");
     let mut f = std::fs::File::create(path()).expect("create");
     g.write_to(&mut f).expect("write");
@@ -59,15 +60,16 @@ fn golden_v1_opens_and_searches() {
     assert_eq!(v.len(), N);
     assert_eq!(v.dim(), DIM);
     assert_eq!(v.m(), 8);
-    assert_eq!(v.space(), Space::Dot);
+    assert_eq!(v.space(), Metric::Dot);
     assert_eq!(v.duplicate_count(), 2);
     assert_eq!(unreachable_count(&v), 0);
     let d = data();
+    let vectors = Vectors::new(&d, DIM, Metric::Dot);
     let mut ctx = SearchContext::default();
     let mut hits = 0;
     for i in 0..50 {
         let q = &d[i * DIM..(i + 1) * DIM];
-        let got = search(&v, &mut ctx, &d, DIM, Space::Dot, q, 3, 32, None);
+        let got = search(&v, &vectors, &Query::new(3, 32), q, &mut ctx);
         let best = got.first().map(|g| g.1).unwrap_or(f32::MIN);
         if best >= 1.0 - 1e-5 {
             hits += 1;
@@ -75,17 +77,8 @@ fn golden_v1_opens_and_searches() {
     }
     assert!(hits >= 49, "self-hits {hits}/50");
     // Row 5 comes with its duplicates.
-    let got = search(
-        &v,
-        &mut ctx,
-        &d,
-        DIM,
-        Space::Dot,
-        &d[5 * DIM..6 * DIM],
-        3,
-        32,
-        None,
-    );
+    let row5 = &d[5 * DIM..6 * DIM];
+    let got = search(&v, &vectors, &Query::new(3, 32), row5, &mut ctx);
     let mut ids: Vec<u32> = got.iter().map(|g| g.0).collect();
     ids.sort_unstable();
     assert_eq!(ids, vec![5, 10, 20]);

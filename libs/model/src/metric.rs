@@ -1,4 +1,4 @@
-//! Distance metrics and how their scores order.
+//! Similarity metrics and the one conversion of a score for users.
 
 use std::fmt;
 use std::str::FromStr;
@@ -7,10 +7,13 @@ use serde::{Deserialize, Serialize};
 
 /// The similarity a collection ranks by.
 ///
-/// Scores are reported as users expect them: cosine similarity and inner
-/// product (higher is closer), squared Euclidean distance (lower is closer,
-/// as faiss reports it). Cosine collections store unit-normalised vectors so
-/// cosine is computed as a dot product.
+/// The one similarity type of eddy: collections, graphs and quantizers all
+/// use it. Inside, every score is "higher is closer" (the similarity for
+/// cosine and dot, `-l2sq` for L2); [`Metric::reported`] turns it into what
+/// users expect: cosine similarity and inner product (higher is closer),
+/// squared Euclidean distance (lower is closer, as faiss reports it). Cosine
+/// collections store unit-normalised vectors, so cosine is scored exactly
+/// like dot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Metric {
@@ -29,26 +32,18 @@ impl Metric {
         matches!(self, Metric::Cosine)
     }
 
-    /// Whether a larger score means closer.
-    pub fn higher_is_better(self) -> bool {
-        !matches!(self, Metric::L2)
-    }
-
-    /// Maps a score to a rank key where smaller is always closer, so one
-    /// top-k structure serves every metric.
+    /// The score users see for an internal score.
+    ///
+    /// Inside eddy every score is "higher is closer": the similarity for
+    /// cosine and dot, minus the squared distance for L2. Users get the
+    /// squared distance for L2 (positive, lower is closer); this is the one
+    /// place that sign flips, at the API edge.
     #[inline]
-    pub fn rank_key(self, score: f32) -> f32 {
-        if self.higher_is_better() {
-            -score
-        } else {
-            score
+    pub fn reported(self, score: f32) -> f32 {
+        match self {
+            Metric::Cosine | Metric::Dot => score,
+            Metric::L2 => -score,
         }
-    }
-
-    /// Inverse of [`Metric::rank_key`].
-    #[inline]
-    pub fn score_from_key(self, key: f32) -> f32 {
-        self.rank_key(key)
     }
 }
 
@@ -82,11 +77,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rank_keys_order_closest_first() {
-        assert!(Metric::Cosine.rank_key(0.9) < Metric::Cosine.rank_key(0.1));
-        assert!(Metric::L2.rank_key(0.1) < Metric::L2.rank_key(0.9));
-        assert_eq!(Metric::Dot.score_from_key(Metric::Dot.rank_key(0.5)), 0.5);
+    fn reported_scores_flip_only_for_l2() {
+        assert_eq!(Metric::Cosine.reported(0.9), 0.9);
+        assert_eq!(Metric::Dot.reported(-2.5), -2.5);
+        // Internal L2 scores are -l2sq; users see the squared distance.
+        assert_eq!(Metric::L2.reported(-4.0), 4.0);
+        assert_eq!(Metric::L2.reported(-0.0), 0.0);
+    }
+
+    #[test]
+    fn parses_names_and_aliases() {
         assert_eq!("L2".parse::<Metric>(), Ok(Metric::L2));
+        assert_eq!("ip".parse::<Metric>(), Ok(Metric::Dot));
         assert!("manhattan".parse::<Metric>().is_err());
     }
 }

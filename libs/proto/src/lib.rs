@@ -7,7 +7,10 @@
 //! (run it with `EDDY_REGENERATE_PROTO=1` to rewrite the files).
 
 /// `eddy.v1` messages.
-#[allow(missing_docs, clippy::all, reason = "generated code")]
+#[expect(missing_docs, reason = "generated code")]
+// Not `expect`: no clippy lint fires in today's generated code, so an
+// expectation would be unfulfilled; the allow keeps regenerated code unlinted.
+#[allow(clippy::all, reason = "generated code")]
 pub mod v1 {
     include!("gen/eddy.v1.rs");
 }

@@ -9,11 +9,12 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use eddy_dataset::{read_fvecs, read_ivecs, recall_at_k, Matrix};
+use eddy_model::Metric;
 use eddy_quant::binary::{BinaryConfig, BinaryEncoding, BinaryQuantizer, QueryEncoding};
 use eddy_quant::pq::{PqConfig, PqQuantizer};
 use eddy_quant::rabitq::{RabitqConfig, RabitqQuantizer};
 use eddy_quant::sq8::{Sq8Config, Sq8Quantizer};
-use eddy_quant::{rescore, top_k, CodeScorer, Metric};
+use eddy_quant::{exact_score, rescore, top_k, CodeScorer};
 
 const K: usize = 10;
 const OVERSAMPLING: [usize; 4] = [1, 2, 4, 8];
@@ -46,7 +47,12 @@ fn evaluate<C: CodeScorer>(name: &str, codes: &C, train_s: f64, d: &Data) -> any
         let plain: Vec<(u64, f32)> = cands
             .iter()
             .take(K)
-            .map(|&i| (u64::from(i), Metric::Dot.score(q, d.base.row(i as usize))))
+            .map(|&i| {
+                (
+                    u64::from(i),
+                    exact_score(Metric::Dot, q, d.base.row(i as usize)),
+                )
+            })
             .collect();
         no_rescore += recall_at_k(&plain, truth, truth_scores, K);
         for (slot, &os) in rescored.iter_mut().zip(&OVERSAMPLING) {

@@ -13,8 +13,10 @@
 //! | PQ (m sub-spaces × 256 centroids) | [`pq`] | m |
 //! | rotated 4-bit with norm correction (RaBitQ family) | [`rabitq`] | d/2 + 16 (d padded to 64) |
 //!
-//! All scores are "higher is more similar": inner product for [`Metric::Dot`],
-//! negated squared L2 for [`Metric::L2`].
+//! All scores are "higher is more similar": inner product for
+//! [`Metric::Cosine`](eddy_model::Metric::Cosine) (normalised vectors) and
+//! [`Metric::Dot`](eddy_model::Metric::Dot), negated squared L2 for
+//! [`Metric::L2`](eddy_model::Metric::L2). The metric is [`eddy_model::Metric`].
 
 pub mod binary;
 mod error;
@@ -24,7 +26,7 @@ pub mod search;
 pub mod sq8;
 
 pub use error::{Error, Result};
-pub use search::{rescore, search_with_rescore, top_k, Metric};
+pub use search::{exact_score, rescore, search_with_rescore, top_k};
 
 /// Codes of a collection that can be scored against a prepared query.
 pub trait CodeScorer: Sync {

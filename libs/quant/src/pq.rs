@@ -3,11 +3,12 @@
 //! with the batch kernel [`eddy_kernels::pq_adc`].
 
 use eddy_kernels::Kernels;
+use eddy_model::Metric;
 use rand::seq::index::sample;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::{check_query, rows_of, CodeScorer, Error, Metric, Result};
+use crate::{check_query, rows_of, CodeScorer, Error, Result};
 
 /// Centroids per sub-space (one byte per code).
 pub const CENTROIDS: usize = 256;
@@ -230,7 +231,7 @@ impl CodeScorer for PqCodes {
             let part = &query[j * q.sub..(j + 1) * q.sub];
             let book = &q.centroids[j * CENTROIDS * q.sub..(j + 1) * CENTROIDS * q.sub];
             match q.metric {
-                Metric::Dot => k.dot_block(part, book, table),
+                Metric::Cosine | Metric::Dot => k.dot_block(part, book, table),
                 Metric::L2 => {
                     k.l2sq_block(part, book, table);
                     table.iter_mut().for_each(|x| *x = -*x);
@@ -282,7 +283,7 @@ mod tests {
         let mut all = vec![0.0; codes.len()];
         codes.score_all(&lut, &mut all);
         assert_eq!(all[3], codes.score(&lut, 3));
-        let exact = Metric::Dot.score(&data[..dim], &data[..dim]);
+        let exact = eddy_kernels::dot(&data[..dim], &data[..dim]);
         assert!(
             (all[0] - exact).abs() < 0.35 * exact,
             "{} vs {exact}",

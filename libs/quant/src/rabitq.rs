@@ -11,10 +11,11 @@
 //! correction terms.
 
 use eddy_kernels::Kernels;
+use eddy_model::Metric;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::{check_query, rows_of, CodeScorer, Error, Metric, Result};
+use crate::{check_query, rows_of, CodeScorer, Error, Result};
 
 /// Training parameters for [`RabitqQuantizer`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -212,7 +213,7 @@ impl CodeScorer for RabitqCodes {
         let centre = q.metric == Metric::L2;
         let rotated = q.rotate(query, centre);
         let constant = match q.metric {
-            Metric::Dot => eddy_kernels::dot(query, &q.mean),
+            Metric::Cosine | Metric::Dot => eddy_kernels::dot(query, &q.mean),
             Metric::L2 => eddy_kernels::l2sq(query, &q.mean),
         };
         let lo = rotated.iter().copied().fold(f32::INFINITY, f32::min);
@@ -248,7 +249,7 @@ impl CodeScorer for RabitqCodes {
         let dot = Kernels::get().dot_u8_u4(&query.levels, code) as f32;
         let est = -f.a * query.sum + query.lo * f.b + query.step * f.c * dot;
         match self.quantizer.metric {
-            Metric::Dot => query.constant + est,
+            Metric::Cosine | Metric::Dot => query.constant + est,
             Metric::L2 => -(query.constant + f.r2 - 2.0 * est),
         }
     }
@@ -287,7 +288,7 @@ mod tests {
             let p = codes.prepare(query).expect("prepare");
             for row in 0..40 {
                 let x = &data[row * dim..(row + 1) * dim];
-                let (exact, approx) = (metric.score(query, x), codes.score(&p, row));
+                let (exact, approx) = (crate::exact_score(metric, query, x), codes.score(&p, row));
                 // 4 bits in 64 rotated coordinates: a few percent of |q|·|x|.
                 let scale = (eddy_kernels::dot(query, query) * eddy_kernels::dot(x, x)).sqrt();
                 assert!(

@@ -1,27 +1,18 @@
 //! Search over codes with oversampling, then exact f32 rescoring.
 
+use eddy_model::Metric;
+
 use crate::{check_query, CodeScorer, Error, Result};
 
-/// Similarity used for exact (rescoring) scores; higher is always closer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Metric {
-    /// Inner product (cosine on normalized vectors).
-    #[default]
-    Dot,
-    /// Negated squared Euclidean distance.
-    L2,
-}
-
-impl Metric {
-    /// Exact similarity of two f32 vectors under this metric.
-    ///
-    /// # Panics
-    /// If the lengths differ.
-    pub fn score(self, a: &[f32], b: &[f32]) -> f32 {
-        match self {
-            Metric::Dot => eddy_kernels::dot(a, b),
-            Metric::L2 => -eddy_kernels::l2sq(a, b),
-        }
+/// Exact similarity of two f32 vectors under `metric`, higher is closer:
+/// the inner product for cosine (normalised vectors) and dot, `-l2sq` for L2.
+///
+/// # Panics
+/// If the lengths differ.
+pub fn exact_score(metric: Metric, a: &[f32], b: &[f32]) -> f32 {
+    match metric {
+        Metric::Cosine | Metric::Dot => eddy_kernels::dot(a, b),
+        Metric::L2 => -eddy_kernels::l2sq(a, b),
     }
 }
 
@@ -73,7 +64,9 @@ pub fn rescore(
     }
     let mut exact = vec![0.0f32; candidates.len()];
     match metric {
-        Metric::Dot => eddy_kernels::dot_ids(query, vectors, candidates, &mut exact),
+        Metric::Cosine | Metric::Dot => {
+            eddy_kernels::dot_ids(query, vectors, candidates, &mut exact);
+        }
         Metric::L2 => {
             eddy_kernels::l2sq_ids(query, vectors, candidates, &mut exact);
             exact.iter_mut().for_each(|s| *s = -*s);

@@ -6,11 +6,12 @@
 //! the code. For L2 the offset cancels: `‖q−x‖² ≈ Δ²·‖c_q−c_x‖²`.
 
 use eddy_kernels::Kernels;
+use eddy_model::Metric;
 use rand::seq::index::sample;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::{check_query, rows_of, CodeScorer, Error, Metric, Result};
+use crate::{check_query, rows_of, CodeScorer, Error, Result};
 
 /// Training parameters for [`Sq8Quantizer`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -210,7 +211,7 @@ impl CodeScorer for Sq8Codes {
         let code = &self.codes[row * dim..(row + 1) * dim];
         let d2 = self.quantizer.delta * self.quantizer.delta;
         match self.quantizer.metric {
-            Metric::Dot => {
+            Metric::Cosine | Metric::Dot => {
                 d2 * Kernels::get().dot_u8(&query.code, code) as f32
                     + self.corrections[row]
                     + query.offset
@@ -233,7 +234,7 @@ impl CodeScorer for Sq8Codes {
         for ((codes, out), corr) in chunks {
             let raw = &mut raw[..out.len()];
             match self.quantizer.metric {
-                Metric::Dot => {
+                Metric::Cosine | Metric::Dot => {
                     k.dot_u8_block(&query.code, codes, raw);
                     for ((o, &r), &c) in out.iter_mut().zip(raw.iter()).zip(corr) {
                         *o = d2 * r as f32 + c + query.offset;
@@ -271,7 +272,7 @@ mod tests {
             let query = &data[3 * dim..4 * dim];
             let prepared = codes.prepare(query).expect("prepare");
             for row in 0..50 {
-                let exact = metric.score(query, &data[row * dim..(row + 1) * dim]);
+                let exact = crate::exact_score(metric, query, &data[row * dim..(row + 1) * dim]);
                 let approx = codes.score(&prepared, row);
                 assert!(
                     (exact - approx).abs() < 0.01 * exact.abs() + dim as f32 * q.delta(),

@@ -1,11 +1,12 @@
 //! Crate-level tests: every quantizer finds the true neighbours on seeded,
 //! clustered synthetic data once rescored, and rejects bad input.
 
+use eddy_model::Metric;
 use eddy_quant::binary::{BinaryConfig, BinaryEncoding, BinaryQuantizer, QueryEncoding};
 use eddy_quant::pq::{PqConfig, PqQuantizer};
 use eddy_quant::rabitq::{RabitqConfig, RabitqQuantizer};
 use eddy_quant::sq8::{Sq8Config, Sq8Quantizer};
-use eddy_quant::{search_with_rescore, top_k, CodeScorer, Error, Metric};
+use eddy_quant::{exact_score, search_with_rescore, top_k, CodeScorer, Error};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -34,7 +35,10 @@ fn dataset(seed: u64) -> (Vec<f32>, Vec<Vec<f32>>) {
 }
 
 fn exact(data: &[f32], q: &[f32], metric: Metric) -> Vec<u32> {
-    let scores: Vec<f32> = data.chunks_exact(DIM).map(|r| metric.score(q, r)).collect();
+    let scores: Vec<f32> = data
+        .chunks_exact(DIM)
+        .map(|r| exact_score(metric, q, r))
+        .collect();
     top_k(&scores, K).into_iter().map(|(i, _)| i).collect()
 }
 

@@ -9,9 +9,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
+use eddy_hnsw::{exact_scan, ScanRows, Vectors};
 use eddy_model::{FieldType, IdType, Metric, PointId};
 
-use crate::search::{exact_scan, Neighbor, VectorSearch};
+use crate::search::{neighbors, Neighbor};
 use crate::{Result, SegmentWriter};
 
 /// A borrowed row.
@@ -239,11 +240,15 @@ impl Growing {
     }
 }
 
-impl VectorSearch for Growing {
-    fn search(&self, query: &[f32], k: usize, accept: &dyn Fn(u32) -> bool) -> Vec<Neighbor> {
-        exact_scan(&self.vectors, self.dim, self.metric, query, k, &|row| {
-            self.live[row as usize] && accept(row)
-        })
+impl Growing {
+    /// The `k` closest live rows to `query` among those `accept` lets
+    /// through, closest first, by exact scan (`accept` is asked only about
+    /// rows that would enter the top `k`). `query` is already normalised for
+    /// cosine; a query of the wrong length finds nothing.
+    pub fn search(&self, query: &[f32], k: usize, accept: &dyn Fn(u32) -> bool) -> Vec<Neighbor> {
+        let vectors = Vectors::new(&self.vectors, self.dim, self.metric);
+        let live = |row: u32| self.live[row as usize] && accept(row);
+        neighbors(exact_scan(&vectors, query, k, ScanRows::All(&live)))
     }
 }
 

@@ -1,11 +1,13 @@
 //! Immutable segments: the on-disk format, its writer and mmap reader, the
-//! growing buffer that fresh rows land in, and exact top-k search.
+//! growing buffer that fresh rows land in, and searching both.
 //!
 //! A segment holds rows of (id, vector, payload, partition, offset). Ingest
-//! appends events to a [`Growing`] buffer and seals it with [`SegmentWriter`];
-//! query maps the file with [`Segment::open`] (no deserialisation pass, only
-//! a checksum check) and searches it through the [`VectorSearch`] seam, which
-//! the HNSW graph will implement beside today's [`ExactScan`].
+//! appends events to a [`Growing`] buffer and seals it with [`SegmentWriter`],
+//! and [`build_index`] writes its HNSW graph and SQ8 codes beside it; query
+//! maps the file with [`Segment::open`] (no deserialisation pass, only a
+//! checksum check) and searches it with [`search_sealed`] (graph walk, or
+//! [`eddy_hnsw::exact_scan`] for small segments and selective filters), the
+//! buffer with [`Growing::search`]. Hits are [`Neighbor`]s, "higher is closer".
 
 mod error;
 mod format;
@@ -30,8 +32,8 @@ pub use index_file::{
 pub use reader::Segment;
 pub use resident::HugePageBytes;
 pub use sealed::{
-    build_index, check_index, filter_rows, search_sealed, IndexParams, Quantization, SealedQuery,
-    DEFAULT_EF, MIN_GRAPH_ROWS,
+    build_index, check_index, search_sealed, IndexParams, Quantization, SealedQuery, DEFAULT_EF,
+    MIN_GRAPH_ROWS,
 };
-pub use search::{exact_scan, rank_key, ExactScan, Neighbor, TopK, VectorSearch};
+pub use search::Neighbor;
 pub use writer::{SegmentMeta, SegmentWriter};

@@ -6,12 +6,13 @@ use std::cell::RefCell;
 use std::path::Path;
 
 use eddy_filter::{Filter, IndexError, Plan, Planner, RoaringBitmap};
-use eddy_hnsw::{GraphView, HnswParams, SearchContext, Space, Sq8View};
-use eddy_model::Metric;
+use eddy_hnsw::{
+    exact_scan, GraphView, HnswParams, Query, ScanRows, SearchContext, Sq8View, Vectors,
+};
 use eddy_quant::sq8::{Sq8Config, Sq8Quantizer};
 
 use crate::index_file::{IndexSection, IndexWriter, SegmentIndex};
-use crate::search::{exact_scan, Neighbor};
+use crate::search::{neighbors, Neighbor};
 use crate::{Error, Result, Segment};
 
 /// Default for [`IndexParams::min_rows`]: segments with fewer rows get no graph: an exact block scan of
@@ -107,13 +108,6 @@ impl Default for IndexParams {
     }
 }
 
-fn space(metric: Metric) -> Space {
-    match metric {
-        Metric::Cosine | Metric::Dot => Space::Dot,
-        Metric::L2 => Space::L2,
-    }
-}
-
 /// Builds the graph (on the current rayon pool) and SQ8 codes of `seg` and
 /// writes them as an index file at `path`; returns its size. Segments below
 /// `params.min_rows` get no index (`Ok(None)`).
@@ -121,42 +115,32 @@ pub fn build_index(seg: &Segment, params: &IndexParams, path: &Path) -> Result<O
     if seg.rows() < params.min_rows.max(1) {
         return Ok(None);
     }
-    let (vectors, dim) = (seg.vectors(), seg.dim());
+    let vectors = segment_vectors(seg);
     let index_err = |what: &str, e: String| Error::Index(format!("{what}: {e}"));
     // The SQ8 codes are trained first: the graph build's construction beam
     // scores on the same codes the index file stores.
     let codes = if params.sq8 {
-        let metric = match seg.metric() {
-            Metric::Cosine | Metric::Dot => eddy_quant::Metric::Dot,
-            Metric::L2 => eddy_quant::Metric::L2,
+        let config = Sq8Config {
+            metric: vectors.metric,
+            ..Sq8Config::default()
         };
-        let q = Sq8Quantizer::train(
-            vectors,
-            dim,
-            &Sq8Config {
-                metric,
-                ..Sq8Config::default()
-            },
-        )
-        .map_err(|e| index_err("sq8 training", e.to_string()))?;
+        let q = Sq8Quantizer::train(vectors.data, vectors.dim, &config)
+            .map_err(|e| index_err("sq8 training", e.to_string()))?;
         Some(
-            q.encode_all(vectors)
+            q.encode_all(vectors.data)
                 .map_err(|e| index_err("sq8 encoding", e.to_string()))?,
         )
     } else {
         None
     };
-    let graph_space = space(seg.metric());
     let graph = match &codes {
         Some(c) => eddy_hnsw::Graph::build_with_sq8(
-            vectors,
-            dim,
-            graph_space,
+            &vectors,
             &params.hnsw,
             &eddy_hnsw::BuildOptions::default(),
             &Sq8View::from_codes(c),
         ),
-        None => eddy_hnsw::Graph::build(vectors, dim, graph_space, &params.hnsw),
+        None => eddy_hnsw::Graph::build(&vectors, &params.hnsw),
     }
     .map_err(|e| index_err("graph build", e.to_string()))?;
     let mut graph_bytes = Vec::new();
@@ -164,7 +148,7 @@ pub fn build_index(seg: &Segment, params: &IndexParams, path: &Path) -> Result<O
         .write_to(&mut graph_bytes)
         .map_err(|e| index_err("graph write", e.to_string()))?;
     drop(graph);
-    let mut writer = IndexWriter::new(seg.rows(), dim);
+    let mut writer = IndexWriter::new(seg.rows(), vectors.dim);
     writer.section(IndexSection::Graph, graph_bytes);
     if let Some(codes) = codes {
         let q = codes.quantizer();
@@ -238,6 +222,11 @@ fn sq8_view<'a>(
     ))
 }
 
+/// The segment's vectors as the graph and the exact scan read them.
+fn segment_vectors(seg: &Segment) -> Vectors<'_> {
+    Vectors::new(seg.vectors(), seg.dim(), seg.metric())
+}
+
 thread_local! {
     /// Per search thread: the graph walk's reusable state.
     static CONTEXT: RefCell<SearchContext> = RefCell::new(SearchContext::default());
@@ -245,7 +234,7 @@ thread_local! {
 
 /// The rows of `seg` matching `filter`: from the payload index when the
 /// segment has one covering the filter's fields, else by reading payloads.
-pub fn filter_rows(seg: &Segment, filter: &Filter) -> RoaringBitmap {
+fn filter_rows(seg: &Segment, filter: &Filter) -> RoaringBitmap {
     if let Some(Ok(index)) = seg.payload_index() {
         match index.evaluate(filter) {
             Ok(rows) => return rows,
@@ -270,7 +259,7 @@ pub fn filter_rows(seg: &Segment, filter: &Filter) -> RoaringBitmap {
 
 /// The `k` closest rows of `seg` to `query` that `accept` (deletes, rows
 /// shadowed by fresher events) and the query's filter let through, closest
-/// first, as rank keys (smaller is closer).
+/// first, scores "higher is closer".
 pub fn search_sealed(
     seg: &Segment,
     index: Option<&SegmentIndex>,
@@ -278,17 +267,12 @@ pub fn search_sealed(
     q: &SealedQuery<'_>,
     accept: &dyn Fn(u32) -> bool,
 ) -> Vec<Neighbor> {
+    let vectors = segment_vectors(seg);
     let allowed = q.filter.map(|f| filter_rows(seg, f));
     let graph = if q.exact {
         None
     } else {
         index.and_then(graph_view).and_then(|g| g.ok())
-    };
-    let to_neighbors = |hits: Vec<(u32, f32)>| -> Vec<Neighbor> {
-        // Graph scores are "higher is closer" (dot, or -l2sq).
-        hits.into_iter()
-            .map(|(row, score)| Neighbor { row, key: -score })
-            .collect()
     };
     if let Some(allowed) = &allowed {
         let plan = q.planner.plan(allowed.len(), seg.rows() as u64);
@@ -297,65 +281,37 @@ pub fn search_sealed(
         }
         if graph.is_none() || matches!(plan, Plan::Exact) {
             let rows: Vec<u32> = allowed.iter().filter(|&r| accept(r)).collect();
-            return to_neighbors(eddy_hnsw::exact_scan(
-                seg.vectors(),
-                seg.dim(),
-                space(seg.metric()),
-                query,
-                &rows,
-                q.k,
-            ));
+            return neighbors(exact_scan(&vectors, query, q.k, ScanRows::Listed(&rows)));
         }
     }
     let Some(graph) = graph else {
-        return exact_scan(seg.vectors(), seg.dim(), seg.metric(), query, q.k, accept);
+        return neighbors(exact_scan(&vectors, query, q.k, ScanRows::All(accept)));
     };
     let combined = |row: u32| allowed.as_ref().is_none_or(|a| a.contains(row)) && accept(row);
-    let accept_fn: &dyn Fn(u32) -> bool = &combined;
     let codes = match q.quantization {
         Quantization::None => None,
         Quantization::Auto | Quantization::Sq8 => {
             index.and_then(|i| sq8_view(seg, i)).and_then(|c| c.ok())
         }
     };
-    let sp = space(seg.metric());
+    // Without rescoring the walk's top k by code score is kept (their f32
+    // scores are still what is reported).
+    let rescore = if q.rescore {
+        ((q.k as f32) * q.oversampling.max(1.0)).ceil() as usize
+    } else {
+        q.k
+    };
+    let params = Query::new(q.k, q.ef)
+        .with_rescore(rescore)
+        .with_accept(&combined);
     let hits = CONTEXT.with(|ctx| {
         let mut ctx = ctx.borrow_mut();
         match codes {
             Some(codes) => {
-                // Without rescoring the walk's top k by code score is kept
-                // (their f32 scores are still what is reported).
-                let rescore = if q.rescore {
-                    ((q.k as f32) * q.oversampling.max(1.0)).ceil() as usize
-                } else {
-                    q.k
-                };
-                eddy_hnsw::search_sq8(
-                    &graph,
-                    &mut ctx,
-                    &codes,
-                    seg.vectors(),
-                    seg.dim(),
-                    sp,
-                    query,
-                    q.k,
-                    q.ef,
-                    rescore,
-                    Some(accept_fn),
-                )
+                eddy_hnsw::search_sq8(&graph, &vectors, &codes, &params, query, &mut ctx)
             }
-            None => eddy_hnsw::search(
-                &graph,
-                &mut ctx,
-                seg.vectors(),
-                seg.dim(),
-                sp,
-                query,
-                q.k,
-                q.ef,
-                Some(accept_fn),
-            ),
+            None => eddy_hnsw::search(&graph, &vectors, &params, query, &mut ctx),
         }
     });
-    to_neighbors(hits)
+    neighbors(hits)
 }

@@ -8,8 +8,8 @@ use eddy_format::FormatError;
 use eddy_hnsw::GraphView;
 use eddy_model::{FieldType, IdType, Metric, PointId};
 use eddy_segment::{
-    build_index, check_index, Error, ExactScan, Growing, IndexParams, IndexSection, Residency,
-    Segment, SegmentIndex, VectorSearch, FORMAT_VERSION, INDEX_FORMAT_VERSION,
+    build_index, check_index, search_sealed, Error, Growing, IndexParams, IndexSection, Residency,
+    SealedQuery, Segment, SegmentIndex, FORMAT_VERSION, INDEX_FORMAT_VERSION,
 };
 
 /// Every way a file can be held; each test runs against all of them.
@@ -60,9 +60,14 @@ fn golden_file_of_the_current_format_reopens() {
         assert_eq!(seg.vector(2), &[3.0, 2.0, 1.0]);
         assert_eq!(seg.payload_json(2), br#"{"name":"ten-v2"}"#);
         assert_eq!(seg.meta().offset_ranges[&0], (101, 102));
-        let hits = ExactScan(&seg).search(&[3.0, 2.0, 1.0], 2, &|_| true);
+        // No index file: an exact scan.
+        let exact = SealedQuery {
+            k: 2,
+            ..SealedQuery::default()
+        };
+        let hits = search_sealed(&seg, None, &[3.0, 2.0, 1.0], &exact, &|_| true);
         assert_eq!(hits[0].row, 2);
-        assert_eq!(hits[0].key, 0.0);
+        assert_eq!(hits[0].score, 0.0);
     }
 }
 

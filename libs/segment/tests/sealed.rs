@@ -81,7 +81,7 @@ fn recall(
             .map(|n| n.row)
             .collect();
         let got = search_sealed(seg, Some(index), &query, q, accept);
-        assert!(got.windows(2).all(|w| w[0].key <= w[1].key), "sorted");
+        assert!(got.windows(2).all(|w| w[0].score >= w[1].score), "sorted");
         assert!(got.iter().all(|n| accept(n.row)), "accept is honoured");
         hit += got.iter().filter(|n| truth.contains(&n.row)).count();
         total += truth.len();

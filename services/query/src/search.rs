@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use eddy_filter::Filter;
 use eddy_model::{CollectionDef, PointId};
-use eddy_segment::{search_sealed, Neighbor, Quantization, SealedQuery, VectorSearch};
+use eddy_segment::{search_sealed, Neighbor, Quantization, SealedQuery};
 use serde_json::{Map, Value};
 
 use crate::collection::{Collection, Served};
@@ -133,7 +133,8 @@ pub fn parse_quantization(text: Option<&str>) -> Result<Quantization, ApiError> 
 pub struct Hit {
     /// The point id.
     pub id: PointId,
-    /// The score in the collection's metric.
+    /// The score as users see it ([`eddy_model::Metric::reported`]): the
+    /// similarity for cosine and dot, the squared distance for L2.
     pub score: f32,
     /// The selected payload, when asked for.
     pub payload: Option<Map<String, Value>>,
@@ -240,7 +241,8 @@ fn search_one(
             candidates.push((n, Source::Segment(i, n.row)));
         }
     }
-    candidates.sort_by(|a, b| a.0.key.total_cmp(&b.0.key));
+    // Best first; a stable sort keeps ties in source order (tail, then segments).
+    candidates.sort_by(|a, b| b.0.score.total_cmp(&a.0.score));
     candidates.truncate(k);
     candidates
         .into_iter()
@@ -257,7 +259,7 @@ fn search_one(
             };
             Some(Hit {
                 id,
-                score: metric.score_from_key(n.key),
+                score: metric.reported(n.score),
                 payload: select_payload(payload_json, &params.with_payload),
             })
         })

@@ -1,0 +1,227 @@
+//! The one exact scan: every row a predicate accepts (scored in contiguous
+//! blocks) or a given list of rows (scored by id), top `k` best first. Sealed
+//! segments without a graph, selective filters, the growing buffer, quantized
+//! walks' rescoring and the bench's ground truth all go through it.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use crate::context::Item;
+use crate::scorer::{F32Scorer, Scorer};
+use crate::Vectors;
+
+/// Rows scored per kernel call in a block scan.
+const BLOCK_ROWS: usize = 64;
+
+/// Which rows an [`exact_scan`] scores.
+#[derive(Clone, Copy)]
+pub enum ScanRows<'a> {
+    /// Every row, in contiguous blocks; `accept` is asked only about rows
+    /// that would enter the top `k`, so an expensive predicate runs rarely.
+    All(&'a dyn Fn(u32) -> bool),
+    /// Exactly these rows (e.g. the matches of a selective filter), by id.
+    Listed(&'a [u32]),
+}
+
+impl std::fmt::Debug for ScanRows<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScanRows::All(_) => f.write_str("All(..)"),
+            ScanRows::Listed(rows) => write!(f, "Listed({} rows)", rows.len()),
+        }
+    }
+}
+
+/// Exact top `k` of `rows` against `query`: `(row, score)` best first, ties
+/// to the smaller row, scores "higher is closer" in `vectors.metric`.
+/// Returns nothing when `query` does not have `vectors.dim` values.
+///
+/// # Panics
+/// If a listed row is past the end of `vectors`.
+pub fn exact_scan(
+    vectors: &Vectors<'_>,
+    query: &[f32],
+    k: usize,
+    rows: ScanRows<'_>,
+) -> Vec<(u32, f32)> {
+    if k == 0 || vectors.dim == 0 || query.len() != vectors.dim {
+        return Vec::new();
+    }
+    let scorer = F32Scorer::new(vectors, query);
+    match rows {
+        ScanRows::All(accept) => scan_blocks(&scorer, vectors, k, accept),
+        ScanRows::Listed(rows) => {
+            let mut out = Vec::with_capacity(rows.len());
+            top_listed_into(&scorer, rows, k, &mut Vec::new(), &mut out);
+            out
+        }
+    }
+}
+
+/// Block scan over every row of `vectors`.
+fn scan_blocks(
+    scorer: &F32Scorer<'_>,
+    vectors: &Vectors<'_>,
+    k: usize,
+    accept: &dyn Fn(u32) -> bool,
+) -> Vec<(u32, f32)> {
+    let mut top = TopK::new(k);
+    let mut scores = [0f32; BLOCK_ROWS];
+    for (b, block) in vectors.data.chunks(BLOCK_ROWS * vectors.dim).enumerate() {
+        let n = block.len() / vectors.dim;
+        let scores = &mut scores[..n];
+        scorer.score_block(block, scores);
+        let base = b * BLOCK_ROWS;
+        for (i, &score) in scores.iter().enumerate() {
+            if score > top.threshold() {
+                let row = (base + i) as u32;
+                if accept(row) {
+                    top.push(row, score);
+                }
+            }
+        }
+    }
+    top.into_sorted()
+}
+
+/// Scores of `rows` (through `scores`, a reusable buffer), top `k` into `out`
+/// (cleared first) best first, ties to the smaller row.
+pub(crate) fn top_listed_into(
+    scorer: &F32Scorer<'_>,
+    rows: &[u32],
+    k: usize,
+    scores: &mut Vec<f32>,
+    out: &mut Vec<(u32, f32)>,
+) {
+    out.clear();
+    if k == 0 {
+        return;
+    }
+    scores.clear();
+    scores.resize(rows.len(), 0.0);
+    scorer.score_ids(rows, scores);
+    out.extend(rows.iter().copied().zip(scores.iter().copied()));
+    let best_first = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    if k < out.len() {
+        out.select_nth_unstable_by(k - 1, best_first);
+        out.truncate(k);
+    }
+    out.sort_unstable_by(best_first);
+}
+
+/// The `k` best rows seen so far (a bounded min-heap on the score).
+#[derive(Debug, Clone)]
+struct TopK {
+    k: usize,
+    heap: BinaryHeap<Reverse<Item>>,
+}
+
+impl TopK {
+    fn new(k: usize) -> Self {
+        Self {
+            k,
+            heap: BinaryHeap::with_capacity(k + 1),
+        }
+    }
+
+    /// The score a row must beat to enter (minus infinity until full).
+    #[inline]
+    fn threshold(&self) -> f32 {
+        if self.heap.len() < self.k {
+            f32::NEG_INFINITY
+        } else {
+            self.heap.peek().map_or(f32::INFINITY, |w| w.0.score)
+        }
+    }
+
+    /// Offers a row.
+    #[inline]
+    fn push(&mut self, id: u32, score: f32) {
+        let it = Item { score, id };
+        if self.heap.len() < self.k {
+            self.heap.push(Reverse(it));
+        } else if let Some(mut worst) = self.heap.peek_mut() {
+            if it > worst.0 {
+                *worst = Reverse(it);
+            }
+        }
+    }
+
+    /// The rows held, best first.
+    fn into_sorted(self) -> Vec<(u32, f32)> {
+        self.heap
+            .into_sorted_vec()
+            .into_iter()
+            .map(|Reverse(it)| (it.id, it.score))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use eddy_model::Metric;
+
+    use super::*;
+
+    fn data(rows: usize, dim: usize) -> Vec<f32> {
+        (0..rows * dim)
+            .map(|i| ((i * 37 % 101) as f32) / 50.0 - 1.0)
+            .collect()
+    }
+
+    fn brute(v: &Vectors<'_>, q: &[f32], k: usize, ok: impl Fn(u32) -> bool) -> Vec<(u32, f32)> {
+        let scorer = F32Scorer::new(v, q);
+        let mut all: Vec<(u32, f32)> = (0..v.rows() as u32)
+            .filter(|&r| ok(r))
+            .map(|r| (r, scorer.score_one(r)))
+            .collect();
+        all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        all.truncate(k);
+        all
+    }
+
+    #[test]
+    fn topk_keeps_the_highest() {
+        let mut top = TopK::new(3);
+        for (row, score) in [(0, -5.0), (1, -1.0), (2, -3.0), (3, -0.5), (4, -9.0)] {
+            top.push(row, score);
+        }
+        let rows: Vec<u32> = top.into_sorted().iter().map(|n| n.0).collect();
+        assert_eq!(rows, vec![3, 1, 2]);
+    }
+
+    #[test]
+    fn block_and_listed_scans_match_brute_force() {
+        let dim = 5;
+        let d = data(200, dim);
+        let query: Vec<f32> = (0..dim).map(|i| i as f32 / 3.0).collect();
+        let even: Vec<u32> = (0..200).filter(|r| r % 2 == 0).collect();
+        for metric in [Metric::Cosine, Metric::Dot, Metric::L2] {
+            let v = Vectors::new(&d, dim, metric);
+            let want = brute(&v, &query, 7, |r| r % 2 == 0);
+            let all = exact_scan(&v, &query, 7, ScanRows::All(&|r| r % 2 == 0));
+            let listed = exact_scan(&v, &query, 7, ScanRows::Listed(&even));
+            assert_eq!(all.len(), 7);
+            assert_eq!(listed.iter().map(|h| h.0).collect::<Vec<_>>(), {
+                want.iter().map(|h| h.0).collect::<Vec<_>>()
+            });
+            for ((a, l), w) in all.iter().zip(&listed).zip(&want) {
+                let tol = 1e-4 * w.1.abs().max(1.0);
+                assert!((a.1 - w.1).abs() <= tol, "{metric}: block {a:?} vs {w:?}");
+                assert!((l.1 - w.1).abs() <= tol, "{metric}: listed {l:?} vs {w:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn scans_of_nothing_are_empty() {
+        let d = data(10, 4);
+        let v = Vectors::new(&d, 4, Metric::Dot);
+        let q = [1.0, 0.0, 0.0, 0.0];
+        assert!(exact_scan(&v, &q, 0, ScanRows::All(&|_| true)).is_empty());
+        assert!(exact_scan(&v, &q[..3], 3, ScanRows::All(&|_| true)).is_empty());
+        assert!(exact_scan(&v, &q, 3, ScanRows::Listed(&[])).is_empty());
+        assert!(exact_scan(&v, &q, 3, ScanRows::All(&|_| false)).is_empty());
+        assert_eq!(exact_scan(&v, &q, 30, ScanRows::Listed(&[4, 2])).len(), 2);
+    }
+}
