@@ -1,0 +1,248 @@
+//! The producer and the query driver against a real broker and both
+//! services: the 10k sample published as JSON and as protobuf (every event
+//! counted), exact closed-loop and open-loop runs over HTTP and Flight
+//! (recall@10 = 1.0 tie-aware, the open loop's books balanced), freshness
+//! probes beside a background writer, and the `produce` command line
+//! publishing Arrow IPC messages that read back as DESIGN.md's batches.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::UInt64Type;
+use arrow_array::RecordBatch;
+use arrow_ipc::reader::StreamReader;
+use arrow_schema::DataType;
+use eddy_loadtest::driver::{self, Api, Load, PhaseResult, QueryArgs};
+use eddy_loadtest::encode::{Format, CONTENT_TYPE_ARROW};
+use eddy_loadtest::offsets::DeliveredOffsets;
+use eddy_loadtest::produce::{self, ProduceArgs};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::{Offset, TopicPartitionList};
+
+use crate::cluster::{Cluster, PARTITIONS};
+
+/// Points in the committed sample.
+const SAMPLE_POINTS: u64 = 10_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producer_and_driver_end_to_end() {
+    let cluster = Cluster::start(&["lt_json", "lt_proto"]).await;
+    let files = tempfile::tempdir().expect("tempdir");
+    let json_offsets = publish_sample(&cluster, "lt_json", Format::Json, files.path()).await;
+    publish_sample(&cluster, "lt_proto", Format::Protobuf, files.path()).await;
+    cluster.wait_count("lt_json", SAMPLE_POINTS).await;
+    cluster.wait_count("lt_proto", SAMPLE_POINTS).await;
+
+    closed_loop_is_exact(&cluster, &json_offsets).await;
+    open_loop_balances_its_books(&cluster).await;
+    // The probes and the writer upserted existing ids only.
+    cluster.wait_count("lt_proto", SAMPLE_POINTS).await;
+
+    arrow_from_the_command_line(&cluster, files.path());
+    cluster.shutdown().await;
+}
+
+/// Publishes the sample flat out; checks the summary and the offsets file.
+async fn publish_sample(
+    cluster: &Cluster,
+    topic: &str,
+    format: Format,
+    dir: &Path,
+) -> std::path::PathBuf {
+    let mut args = ProduceArgs::new(&cluster.tansu.bootstrap(), topic);
+    args.format = format;
+    let path = dir.join(format!("{topic}-offsets.json"));
+    args.offsets_out = Some(path.clone());
+    let report = produce::produce(&args, &AtomicBool::new(false))
+        .await
+        .expect("produce");
+    let p = &report.publish;
+    assert_eq!(
+        (p.records, p.events),
+        (SAMPLE_POINTS, SAMPLE_POINTS),
+        "{topic}"
+    );
+    assert_eq!(p.ack.map(|a| a.count), Some(SAMPLE_POINTS), "{topic}");
+    assert!(
+        p.bytes > SAMPLE_POINTS * 384 * 4,
+        "{topic}: {} bytes",
+        p.bytes
+    );
+    let written = DeliveredOffsets::read(&path).expect("offsets file");
+    assert_eq!(written, p.offsets);
+    assert_eq!(written.topic, topic);
+    assert_eq!(written.min_offsets.len(), PARTITIONS as usize);
+    // A new topic's partitions start at offset 0, so the last offsets
+    // account for every record.
+    let records: i64 = written.min_offsets.values().map(|last| last + 1).sum();
+    assert_eq!(records, SAMPLE_POINTS as i64, "{topic}: {written:?}");
+    path
+}
+
+fn assert_exact_recall(p: &PhaseResult) {
+    let recall = p.recall.expect("answers were scored");
+    assert_eq!(recall.at1, Some(1.0), "{p:?}");
+    assert_eq!(recall.at10, Some(1.0), "{p:?}");
+    assert_eq!(recall.at100, None, "k = 10 does not reach 100");
+}
+
+/// Closed loop, exact, HTTP and DoExchange, after a read-your-writes wait.
+async fn closed_loop_is_exact(cluster: &Cluster, offsets: &Path) {
+    let mut args = QueryArgs::new(&cluster.http(), &cluster.flight(), "lt_json");
+    args.api = vec![Api::Http, Api::DoExchange];
+    args.exact = true;
+    args.queries = Some(40);
+    args.workers = 2;
+    args.requests = Some(20);
+    args.exchange_batch = 5;
+    args.duration = 120.0;
+    args.warmup = 0.0;
+    args.min_offsets = Some(offsets.to_owned());
+    let report = driver::drive(&args).await.expect("closed loop");
+    assert_eq!(report.phases.len(), 2);
+    for (p, batch) in report.phases.iter().zip([1, 5]) {
+        assert_eq!(p.load, Load::Closed { workers: 2 });
+        assert_eq!(p.errors, 0, "{:?}", p.first_error);
+        assert_eq!((p.sent, p.answered, p.batch), (20, 20, batch), "{p:?}");
+        assert_eq!(p.latency.map(|l| l.count), Some(20));
+        assert!(p.queries_per_s > 0.0);
+        assert_exact_recall(p);
+    }
+    let text = driver::render(&report);
+    assert!(
+        text.contains("do-exchange") && text.contains("closed x2"),
+        "{text}"
+    );
+}
+
+/// Open loop over HTTP and DoGet with freshness probes and a writer beside it.
+async fn open_loop_balances_its_books(cluster: &Cluster) {
+    let mut args = QueryArgs::new(&cluster.http(), &cluster.flight(), "lt_proto");
+    args.api = vec![Api::Http, Api::DoGet];
+    args.exact = true;
+    args.queries = Some(40);
+    args.rate = Some(20.0);
+    args.requests = Some(20);
+    args.duration = 120.0;
+    args.max_in_flight = 4;
+    args.warmup = 0.0;
+    args.side.brokers = Some(cluster.tansu.bootstrap());
+    args.side.format = Format::Protobuf;
+    args.side.freshness = 5;
+    args.side.freshness_rate = 10.0;
+    args.side.write_rate = 100.0;
+    let report = driver::drive(&args).await.expect("open loop");
+    assert_eq!(report.phases.len(), 2);
+    for p in &report.phases {
+        assert!(matches!(p.load, Load::Open { rate, fraction: None } if rate == 20.0));
+        assert_eq!(p.scheduled, 20, "{p:?}");
+        assert_eq!(p.sent + p.dropped, p.scheduled, "{p:?}");
+        assert_eq!(p.answered + p.errors, p.sent, "{p:?}");
+        assert_eq!(p.errors, 0, "{:?}", p.first_error);
+        assert!(p.answered > 0, "{p:?}");
+        // Every answer is in the histograms; every send has a dispatch lag.
+        assert_eq!(p.latency.map(|l| l.count), Some(p.answered));
+        assert_eq!(p.service.map(|l| l.count), Some(p.answered));
+        assert_eq!(p.dispatch_lag.map(|l| l.count), Some(p.sent));
+        // Measured from the scheduled time, latency is never below service time.
+        let (l, s) = (p.latency.expect("latency"), p.service.expect("service"));
+        assert!(l.max_ms >= s.max_ms * 0.999, "{l:?} vs {s:?}");
+        assert_exact_recall(p);
+    }
+    let f = report.freshness.expect("freshness ran");
+    assert_eq!((f.visible, f.timed_out), (5, 0), "{f:?}");
+    assert_eq!(f.produce_to_visible.map(|s| s.count), Some(5));
+    assert_eq!(f.append_to_visible.map(|s| s.count), Some(5));
+    assert_eq!(f.acked.map(|s| s.count), Some(5));
+    let w = report.writer.expect("writer ran");
+    assert!(w.events > 0 && w.events == w.records, "{w:?}");
+}
+
+/// `eddy-loadtest produce --format arrow`: 100 rows in messages of 40, read
+/// back as Arrow IPC streams with the contract's columns.
+fn arrow_from_the_command_line(cluster: &Cluster, dir: &Path) {
+    const TOPIC: &str = "lt_arrow";
+    tokio::task::block_in_place(|| cluster.tansu.create_topic(TOPIC, 1)).expect("arrow topic");
+    let summary = dir.join("arrow.json");
+    let output = Command::new(env!("CARGO_BIN_EXE_eddy-loadtest"))
+        .args(["produce", "--topic", TOPIC, "--format", "arrow"])
+        .args(["--arrow-rows", "40", "--limit", "100", "--brokers"])
+        .arg(cluster.tansu.bootstrap())
+        .arg("--json")
+        .arg(&summary)
+        .output()
+        .expect("run eddy-loadtest");
+    assert!(
+        output.status.success(),
+        "eddy-loadtest produce failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("100 in 3 records"), "{stdout}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).expect("summary")).expect("json");
+    assert_eq!(json["publish"]["events"], 100);
+    assert_eq!(json["format"], "arrow");
+
+    let batches = consume_arrow(&cluster.tansu.bootstrap(), TOPIC, 3);
+    let rows: Vec<usize> = batches.iter().map(RecordBatch::num_rows).collect();
+    assert_eq!(rows, [40, 40, 20]);
+    let schema = batches[0].schema();
+    assert_eq!(schema.field(0).name(), "id");
+    assert_eq!(schema.field(0).data_type(), &DataType::UInt64);
+    assert!(matches!(
+        schema.field(1).data_type(),
+        DataType::FixedSizeList(_, 384)
+    ));
+    assert!(schema.field_with_name("section").is_ok(), "{schema:?}");
+    let ids = batches[2].column(0).as_primitive::<UInt64Type>();
+    assert_eq!((ids.value(0), ids.value(19)), (80, 99));
+}
+
+/// Reads `n` records of `topic` (partition 0) and decodes each as one Arrow
+/// IPC stream holding one batch; checks the content-type header.
+fn consume_arrow(bootstrap: &str, topic: &str, n: usize) -> Vec<RecordBatch> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "eddy-loadtest-arrow-test")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::Beginning)
+        .expect("partition");
+    consumer.assign(&tpl).expect("assign");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut batches = Vec::new();
+    while batches.len() < n {
+        assert!(
+            Instant::now() < deadline,
+            "{} of {n} records in 30 s",
+            batches.len()
+        );
+        let Some(msg) = consumer.poll(Duration::from_millis(200)) else {
+            continue;
+        };
+        let msg = msg.expect("consume");
+        let header = msg
+            .headers()
+            .and_then(|h| h.iter().find(|h| h.key == "content-type"));
+        assert_eq!(
+            header.and_then(|h| h.value),
+            Some(CONTENT_TYPE_ARROW.as_bytes())
+        );
+        let value = msg.payload().expect("value");
+        let mut stream: Vec<RecordBatch> = StreamReader::try_new(value, None)
+            .expect("an IPC stream")
+            .collect::<Result<_, _>>()
+            .expect("batches");
+        assert_eq!(stream.len(), 1, "one batch per message");
+        batches.append(&mut stream);
+    }
+    batches
+}
