@@ -56,15 +56,15 @@ pub fn parse_property(s: &str) -> std::result::Result<(String, String), String> 
 }
 
 /// A producer for `brokers`: `linger.ms=5` (batches fill at high rates, a
-/// lone event waits at most 5 ms), `acks=all`, a 30 s delivery timeout; then
-/// `properties`, which override these.
+/// lone event waits at most 5 ms), `acks=all`, librdkafka's 5-minute
+/// delivery timeout (a flat-out run queues many records behind a slow
+/// broker); then `properties`, which override these.
 pub fn producer(brokers: &str, properties: &[(String, String)]) -> Result<FutureProducer> {
     let mut config = ClientConfig::new();
     config
         .set("bootstrap.servers", brokers)
         .set("linger.ms", "5")
-        .set("acks", "all")
-        .set("message.timeout.ms", "30000");
+        .set("acks", "all");
     for (key, value) in properties {
         config.set(key, value);
     }

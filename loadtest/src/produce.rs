@@ -41,7 +41,10 @@ pub struct ProduceArgs {
     /// Dataset directory (base.fvecs and base-payload.jsonl).
     #[arg(long, env = "EDDY_LOADTEST_PRODUCE_DATASET", default_value = SAMPLE_DIR)]
     pub dataset: PathBuf,
-    /// Publish only the first N base rows.
+    /// Start at this base row (point id).
+    #[arg(long, env = "EDDY_LOADTEST_PRODUCE_FIRST_ROW", default_value_t = 0)]
+    pub first_row: usize,
+    /// Publish at most N base rows.
     #[arg(long, env = "EDDY_LOADTEST_PRODUCE_LIMIT")]
     pub limit: Option<usize>,
     /// Event format.
@@ -139,8 +142,9 @@ pub async fn produce(args: &ProduceArgs, stop: &AtomicBool) -> anyhow::Result<Pr
     if args.format == Format::Arrow && (args.arrow_rows == 0 || args.delete_every > 0) {
         bail!("--format arrow needs --arrow-rows of at least 1 and no --delete-every");
     }
-    let (dir, limit) = (args.dataset.clone(), args.limit);
-    let base = tokio::task::spawn_blocking(move || Base::load(&dir, limit))
+    let dir = args.dataset.clone();
+    let end = args.limit.map(|n| args.first_row.saturating_add(n));
+    let base = tokio::task::spawn_blocking(move || Base::load(&dir, end))
         .await
         .context("dataset loader panicked")?
         .with_context(|| format!("loading {}", args.dataset.display()))?;
@@ -156,7 +160,11 @@ pub async fn produce(args: &ProduceArgs, stop: &AtomicBool) -> anyhow::Result<Pr
         proto_vector_bytes: args.proto_vector_bytes,
     };
     let encode_started = Instant::now();
-    let records = tokio::task::spawn_blocking(move || encode_base(&base, &opts))
+    let first = args.first_row;
+    if first >= base.len() {
+        bail!("--first-row {first} is past the base ({} rows)", base.len());
+    }
+    let records = tokio::task::spawn_blocking(move || encode_base(&base, first, &opts))
         .await
         .context("encoder panicked")??;
     let encode_s = encode_started.elapsed().as_secs_f64();
@@ -191,17 +199,21 @@ pub async fn produce(args: &ProduceArgs, stop: &AtomicBool) -> anyhow::Result<Pr
     })
 }
 
-/// Encodes every base row, with a progress bar.
-fn encode_base(base: &Base, opts: &EncodeOptions) -> Result<Vec<Record>, encode::Error> {
+/// Encodes the base rows from `first` on, with a progress bar.
+fn encode_base(
+    base: &Base,
+    first: usize,
+    opts: &EncodeOptions,
+) -> Result<Vec<Record>, encode::Error> {
     let columns = match opts.format {
         Format::Arrow => PayloadColumns::infer(&base.payloads),
         _ => PayloadColumns::default(),
     };
-    let pb = progress::bar("encode", Some(base.len() as u64), "rows");
+    let pb = progress::bar("encode", Some((base.len() - first) as u64), "rows");
     // Chunks are whole Arrow messages, so batches do not depend on the chunking.
     let chunk = ENCODE_CHUNK.div_ceil(opts.arrow_rows.max(1)) * opts.arrow_rows.max(1);
     let mut records = Vec::new();
-    let mut start = 0;
+    let mut start = first;
     while start < base.len() {
         let end = (start + chunk).min(base.len());
         records.extend(encode::encode_rows(

@@ -126,10 +126,10 @@ impl Cluster {
         QueryClient::new(&self.http(), collection, Duration::from_secs(30)).expect("client")
     }
 
-    /// Waits until `collection` counts `expected` points (60 s at most).
+    /// Waits until `collection` counts `expected` points (120 s at most).
     pub async fn wait_count(&self, collection: &str, expected: u64) {
         let client = self.client(collection);
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + Duration::from_secs(120);
         let mut last = None;
         loop {
             if let Ok(n) = client.count().await {
@@ -141,7 +141,7 @@ impl Cluster {
             }
             assert!(
                 Instant::now() < deadline,
-                "{collection}: count {last:?}, not {expected}, after 60 s"
+                "{collection}: count {last:?}, not {expected}, after 120 s"
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
