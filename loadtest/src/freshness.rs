@@ -177,7 +177,7 @@ pub async fn probe_freshness(
                 let d = delivery
                     .await
                     .map_err(|_| kafka::Error::Canceled)?
-                    .map_err(|(e, _)| kafka::Error::Delivery(e))?;
+                    .map_err(|(e, _)| kafka::Error::Delivery(Box::new(e)))?;
                 Ok::<_, Error>((sent_at.elapsed(), TimestampKind::of(d.timestamp)))
             };
             let seen = wait_visible(&client, row as u64, Some(&nonce), sent_at, timeout);

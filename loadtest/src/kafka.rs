@@ -24,7 +24,7 @@ pub enum Error {
         /// The bootstrap servers.
         brokers: String,
         /// The underlying error.
-        source: KafkaError,
+        source: Box<KafkaError>,
     },
     /// A record could not be enqueued.
     #[error("producing record {key} to {topic}: {source}")]
@@ -34,11 +34,11 @@ pub enum Error {
         /// The record's key.
         key: String,
         /// The underlying error.
-        source: KafkaError,
+        source: Box<KafkaError>,
     },
     /// The broker did not accept a record.
     #[error("the broker rejected a record: {0}")]
-    Delivery(KafkaError),
+    Delivery(Box<KafkaError>),
     /// The producer dropped a delivery report (it was shut down).
     #[error("the producer dropped a delivery report")]
     Canceled,
@@ -70,7 +70,7 @@ pub fn producer(brokers: &str, properties: &[(String, String)]) -> Result<Future
     }
     config.create().map_err(|source| Error::Create {
         brokers: brokers.to_owned(),
-        source,
+        source: Box::new(source),
     })
 }
 
@@ -105,7 +105,7 @@ pub async fn send(
                 return Err(Error::Send {
                     topic: topic.to_owned(),
                     key: key.to_owned(),
-                    source,
+                    source: Box::new(source),
                 })
             }
         }

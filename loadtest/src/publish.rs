@@ -48,7 +48,7 @@ impl PublishOptions {
         self.delete_every > 0
             && pass > 0
             && record.points == 1
-            && (index as u64 + pass) % self.delete_every == 0
+            && (index as u64 + pass).is_multiple_of(self.delete_every)
     }
 }
 
@@ -269,7 +269,9 @@ async fn collect(
                 None => open = false,
             },
             Some((latency, points, bytes, tombstone, done)) = pending.next() => {
-                let delivery = done.map_err(|_| Error::Canceled)?.map_err(|(e, _)| Error::Delivery(e))?;
+                let delivery = done
+                    .map_err(|_| Error::Canceled)?
+                    .map_err(|(e, _)| Error::Delivery(Box::new(e)))?;
                 stats.records += 1;
                 stats.events += u64::from(points);
                 stats.bytes += bytes as u64;
