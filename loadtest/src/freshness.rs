@@ -28,6 +28,25 @@ use crate::publish::TimestampKind;
 
 /// The payload field a probe's nonce goes in.
 pub const PROBE_FIELD: &str = "probe";
+/// Probes use the rows `r` with `r % PROBE_STRIDE == PROBE_STRIDE - 1`,
+/// which a background writer leaves alone (its upserts would otherwise
+/// overwrite a probe's nonce before it is seen).
+pub const PROBE_STRIDE: usize = 50;
+
+/// Whether `row` is one probes may use.
+pub fn is_probe_row(row: usize) -> bool {
+    row % PROBE_STRIDE == PROBE_STRIDE - 1
+}
+
+/// The base row of probe `i` over a base of `len` rows: the probe rows in
+/// turn (row 0 when the base is too small to have one).
+pub fn probe_row(i: u64, len: usize) -> usize {
+    let rows = len / PROBE_STRIDE;
+    if rows == 0 {
+        return 0;
+    }
+    (i as usize % rows) * PROBE_STRIDE + PROBE_STRIDE - 1
+}
 /// How often a probe first asks for its point.
 const POLL_MIN: Duration = Duration::from_millis(1);
 /// The poll interval grows with the time already waited (1/20 of it, so the
@@ -154,8 +173,7 @@ pub async fn probe_freshness(
     let mut probes = JoinSet::new();
     for i in 0..opts.probes {
         schedule.wait(i).await;
-        // Spread the probes over the base (and so over the partitions).
-        let row = (i as usize).wrapping_mul(7919) % base.len();
+        let row = probe_row(i, base.len());
         let nonce = format!("{run_id}-{i}");
         let mut payload = base.payloads[row].clone();
         payload.insert(PROBE_FIELD.into(), nonce.clone().into());
@@ -248,5 +266,19 @@ pub async fn wait_visible(
             return Ok(None);
         }
         tokio::time::sleep((sent_at.elapsed() / 20).clamp(POLL_MIN, POLL_MAX)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_rows_are_the_ones_a_writer_skips() {
+        let rows: Vec<usize> = (0..5).map(|i| probe_row(i, 200)).collect();
+        assert_eq!(rows, vec![49, 99, 149, 199, 49]);
+        assert!(rows.iter().all(|&r| is_probe_row(r)));
+        assert!(!is_probe_row(0) && !is_probe_row(50));
+        assert_eq!(probe_row(3, 10), 0, "a tiny base still probes");
     }
 }

@@ -24,6 +24,10 @@ use crate::publish::{self, PublishOptions, PublishStats, PublishSummary};
 
 /// Rows encoded per progress step.
 const ENCODE_CHUNK: usize = 1000;
+/// librdkafka's default `message.max.bytes`.
+const DEFAULT_MESSAGE_MAX_BYTES: usize = 1_000_000;
+/// Room for a record's key, headers and batch framing.
+const RECORD_OVERHEAD: usize = 64 * 1024;
 
 /// Options of `eddy-loadtest produce`.
 #[derive(Debug, Clone, clap::Args)]
@@ -169,7 +173,17 @@ pub async fn produce(args: &ProduceArgs, stop: &AtomicBool) -> anyhow::Result<Pr
         .context("encoder panicked")??;
     let encode_s = encode_started.elapsed().as_secs_f64();
 
-    let producer = kafka::producer(&args.brokers, &args.kafka)?;
+    // librdkafka refuses records over `message.max.bytes` (1 MB by default);
+    // Arrow batches are larger. Room for the largest record, unless the user
+    // set it (the broker's and topic's limits must allow it too).
+    let largest = records.iter().map(|r| r.value.len()).max().unwrap_or(0);
+    let mut properties = Vec::new();
+    if largest + RECORD_OVERHEAD > DEFAULT_MESSAGE_MAX_BYTES {
+        let max = (largest + RECORD_OVERHEAD).to_string();
+        properties.push(("message.max.bytes".to_owned(), max));
+    }
+    properties.extend(args.kafka.iter().cloned());
+    let producer = kafka::producer(&args.brokers, &properties)?;
     let publish_opts = PublishOptions {
         topic: args.topic.clone(),
         content_type: args.format.content_type(),

@@ -98,7 +98,7 @@ impl SideTasks {
                 proto_vector_bytes: false,
             };
             let b = base.clone();
-            let records = tokio::task::spawn_blocking(move || {
+            let mut records = tokio::task::spawn_blocking(move || {
                 encode::encode_rows(
                     &b.vectors,
                     &b.payloads,
@@ -109,6 +109,8 @@ impl SideTasks {
             })
             .await
             .context("encoder panicked")??;
+            // The writer leaves the probes' rows alone (see `freshness::PROBE_STRIDE`).
+            records.retain(|r| r.key.parse().is_ok_and(|row| !freshness::is_probe_row(row)));
             let stop = Arc::new(AtomicBool::new(false));
             let publish_opts = PublishOptions {
                 topic: topic.clone(),
