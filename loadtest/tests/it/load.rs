@@ -42,9 +42,11 @@ async fn producer_and_driver_end_to_end() {
     publish_half(&cluster, 0, Format::Json, files.path()).await;
     let offsets = publish_half(&cluster, HALF, Format::Protobuf, files.path()).await;
     cluster.wait_count(COLLECTION, SAMPLE_POINTS).await;
-
+    eprintln!("published and counted; closed loop");
     closed_loop_is_exact(&cluster, &offsets).await;
+    eprintln!("open loop, probes and writer");
     open_loop_balances_its_books(&cluster).await;
+    eprintln!("open loop done");
     // The probes and the writer upserted existing ids only.
     cluster.wait_count(COLLECTION, SAMPLE_POINTS).await;
 
@@ -70,7 +72,11 @@ async fn publish_half(
     // request that timed out on a busy machine would be retried and its
     // records doubled, so the request timeout is long.
     args.rate = 2000.0;
-    args.kafka = vec![("request.timeout.ms".into(), "300000".into())];
+    // A broker that stalls for two minutes fails the run instead of holding it.
+    args.kafka = vec![
+        ("request.timeout.ms".into(), "120000".into()),
+        ("message.timeout.ms".into(), "120000".into()),
+    ];
     let path = dir.join(format!("{}-offsets.json", format.name()));
     args.offsets_out = Some(path.clone());
     let report = produce::produce(&args, &AtomicBool::new(false))
@@ -144,6 +150,8 @@ async fn open_loop_balances_its_books(cluster: &Cluster) {
     args.side.freshness = 5;
     args.side.freshness_rate = 10.0;
     args.side.write_rate = 100.0;
+    // A stalled broker fails the run within a minute instead of holding it.
+    args.side.kafka = vec![("message.timeout.ms".into(), "60000".into())];
     let report = driver::drive(&args).await.expect("open loop");
     assert_eq!(report.phases.len(), 2);
     for p in &report.phases {
