@@ -35,6 +35,7 @@ const HALF: usize = 5_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn producer_and_driver_end_to_end() {
+    let _serial = crate::SERIAL.lock().await;
     let cluster = Cluster::start(&[COLLECTION]).await;
     let files = tempfile::tempdir().expect("tempdir");
     // Half the sample as JSON, the other half as protobuf: the count reaches
@@ -71,7 +72,7 @@ async fn publish_half(
     // fetches of large batches slowly while producers write. A produce
     // request that timed out on a busy machine would be retried and its
     // records doubled, so the request timeout is long.
-    args.rate = 2000.0;
+    args.rate = 1000.0;
     // A broker that stalls for two minutes fails the run instead of holding it.
     args.kafka = vec![
         ("request.timeout.ms".into(), "120000".into()),

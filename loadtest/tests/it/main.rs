@@ -6,3 +6,7 @@
 mod broker;
 mod cluster;
 mod load;
+
+/// The tests take turns: each starts its own Tansu, and two brokers under
+/// load on a 2-core machine starve each other's consumer groups.
+pub static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
