@@ -5,6 +5,8 @@
 //! (`queries.fvecs`, `gt.ivecs`, `gt-scores.fvecs`) and the full
 //! debian-minilm names (`queries-public.fvecs`, `gt-public.ivecs`,
 //! `gt-public-scores.fvecs`). Both have `base.fvecs` and `base-payload.jsonl`.
+//! The full layout also has filtered ground truth ([`Truth::F1`],
+//! [`Truth::F10`]), which [`QuerySet::load`] reads with its filter.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
@@ -20,6 +22,13 @@ const PAYLOADS: &[&str] = &["base-payload.jsonl"];
 const QUERIES: &[&str] = &["queries.fvecs", "queries-public.fvecs"];
 const GT_IDS: &[&str] = &["gt.ivecs", "gt-public.ivecs"];
 const GT_SCORES: &[&str] = &["gt-scores.fvecs", "gt-public-scores.fvecs"];
+const GT_F1_IDS: &[&str] = &["gt-f1.ivecs", "gt-public-f1.ivecs"];
+const GT_F1_SCORES: &[&str] = &["gt-f1-scores.fvecs", "gt-public-f1-scores.fvecs"];
+const GT_F10_IDS: &[&str] = &["gt-f10.ivecs", "gt-public-f10.ivecs"];
+const GT_F10_SCORES: &[&str] = &["gt-f10-scores.fvecs", "gt-public-f10-scores.fvecs"];
+
+/// A base point's payload (one `base-payload.jsonl` line).
+pub type Payload = serde_json::Map<String, serde_json::Value>;
 
 /// Errors while loading a dataset.
 #[derive(Debug, thiserror::Error)]
@@ -76,7 +85,7 @@ pub struct Dataset {
     /// Base vectors, one row per point.
     pub base: Matrix<f32>,
     /// One JSON object per base row (the point's payload).
-    pub payloads: Vec<serde_json::Map<String, serde_json::Value>>,
+    pub payloads: Vec<Payload>,
     /// Query vectors.
     pub queries: Matrix<f32>,
     /// Exact top-k base ids per query, by decreasing similarity.
@@ -88,18 +97,15 @@ pub struct Dataset {
 impl Dataset {
     /// Loads `dir`, keeping at most `max_queries` queries (all when `None`).
     pub fn load(dir: &Path, max_queries: Option<usize>) -> Result<Self> {
-        let base = read_fvecs(&find(dir, "base vectors", BASE)?, None)?;
-        let payloads = read_payloads(&find(dir, "payload", PAYLOADS)?)?;
-        let queries = read_fvecs(&find(dir, "query vectors", QUERIES)?, max_queries)?;
-        let gt_ids = read_ivecs(&find(dir, "ground-truth ids", GT_IDS)?, max_queries)?;
-        let gt_scores = read_fvecs(&find(dir, "ground-truth scores", GT_SCORES)?, max_queries)?;
+        let Base { vectors, payloads } = Base::load(dir, None)?;
+        let q = QuerySet::load(dir, Truth::All, max_queries)?;
         let ds = Self {
             dir: dir.to_owned(),
-            base,
+            base: vectors,
             payloads,
-            queries,
-            gt_ids,
-            gt_scores,
+            queries: q.vectors,
+            gt_ids: q.gt_ids,
+            gt_scores: q.gt_scores,
         };
         ds.check()?;
         Ok(ds)
@@ -108,6 +114,16 @@ impl Dataset {
     /// The vector dimension.
     pub fn dim(&self) -> usize {
         self.base.dim
+    }
+
+    /// The queries and their (unfiltered) ground truth, for the driver.
+    pub fn query_set(&self) -> QuerySet {
+        QuerySet {
+            truth: Truth::All,
+            vectors: self.queries.clone(),
+            gt_ids: self.gt_ids.clone(),
+            gt_scores: self.gt_scores.clone(),
+        }
     }
 
     /// Number of base points.
@@ -161,6 +177,149 @@ impl Dataset {
     }
 }
 
+/// The base of a dataset: what a producer publishes. Row `i` has point id `i`.
+#[derive(Debug, Clone)]
+pub struct Base {
+    /// Base vectors, one row per point.
+    pub vectors: Matrix<f32>,
+    /// One JSON object per row (the point's payload).
+    pub payloads: Vec<Payload>,
+}
+
+impl Base {
+    /// Loads the first `limit` rows (all when `None`) of `dir`'s base
+    /// vectors and payloads.
+    pub fn load(dir: &Path, limit: Option<usize>) -> Result<Self> {
+        let vectors = read_fvecs(&find(dir, "base vectors", BASE)?, limit)?;
+        let payloads = read_payloads(&find(dir, "payload", PAYLOADS)?, limit)?;
+        if payloads.len() != vectors.rows() {
+            return Err(Error::Inconsistent {
+                dir: dir.to_owned(),
+                reason: format!(
+                    "{} payload lines for {} base vectors",
+                    payloads.len(),
+                    vectors.rows()
+                ),
+            });
+        }
+        Ok(Self { vectors, payloads })
+    }
+
+    /// Number of points.
+    pub fn len(&self) -> usize {
+        self.vectors.rows()
+    }
+
+    /// Whether there are no points.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Which ground truth a query run is scored against, and the payload filter
+/// that goes with it (see the debian-minilm README).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Truth {
+    /// No filter (`gt.ivecs` / `gt-public.ivecs`).
+    All,
+    /// `section == "games"`, ~1.7 % of the base (`gt-public-f1.ivecs`).
+    F1,
+    /// `section in ["admin", "net", "text", "utils"]`, ~10.8 % of the base
+    /// (`gt-public-f10.ivecs`).
+    F10,
+}
+
+impl Truth {
+    /// The short name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Truth::All => "all",
+            Truth::F1 => "f1",
+            Truth::F10 => "f10",
+        }
+    }
+
+    /// The search filter (Qdrant's JSON shape); `None` for [`Truth::All`].
+    pub fn filter(self) -> Option<serde_json::Value> {
+        let section =
+            |m: serde_json::Value| serde_json::json!({"must": [{"key": "section", "match": m}]});
+        match self {
+            Truth::All => None,
+            Truth::F1 => Some(section(serde_json::json!({"value": "games"}))),
+            Truth::F10 => Some(section(
+                serde_json::json!({"any": ["admin", "net", "text", "utils"]}),
+            )),
+        }
+    }
+
+    fn files(self) -> (&'static [&'static str], &'static [&'static str]) {
+        match self {
+            Truth::All => (GT_IDS, GT_SCORES),
+            Truth::F1 => (GT_F1_IDS, GT_F1_SCORES),
+            Truth::F10 => (GT_F10_IDS, GT_F10_SCORES),
+        }
+    }
+}
+
+/// Queries with the ground truth they are scored against.
+#[derive(Debug, Clone)]
+pub struct QuerySet {
+    /// Which ground truth (and filter).
+    pub truth: Truth,
+    /// Query vectors.
+    pub vectors: Matrix<f32>,
+    /// Exact top-k base ids per query, by decreasing similarity.
+    pub gt_ids: Matrix<i32>,
+    /// The matching similarities.
+    pub gt_scores: Matrix<f32>,
+}
+
+impl QuerySet {
+    /// Loads at most `max_queries` queries (all when `None`) of `dir` and
+    /// the `truth` ground truth for them.
+    pub fn load(dir: &Path, truth: Truth, max_queries: Option<usize>) -> Result<Self> {
+        let (ids, scores) = truth.files();
+        let vectors = read_fvecs(&find(dir, "query vectors", QUERIES)?, max_queries)?;
+        let gt_ids = read_ivecs(&find(dir, "ground-truth ids", ids)?, max_queries)?;
+        let gt_scores = read_fvecs(&find(dir, "ground-truth scores", scores)?, max_queries)?;
+        if gt_ids.rows() < vectors.rows() || gt_scores.rows() < vectors.rows() {
+            return Err(Error::Inconsistent {
+                dir: dir.to_owned(),
+                reason: format!(
+                    "{} ground truth has {} id rows and {} score rows for {} queries",
+                    truth.name(),
+                    gt_ids.rows(),
+                    gt_scores.rows(),
+                    vectors.rows()
+                ),
+            });
+        }
+        Ok(Self {
+            truth,
+            vectors,
+            gt_ids,
+            gt_scores,
+        })
+    }
+
+    /// Number of queries.
+    pub fn len(&self) -> usize {
+        self.vectors.rows()
+    }
+
+    /// Whether there are no queries.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Tie-aware recall@k of `hits` for query `q` (see
+    /// [`eddy_dataset::recall_at_k`]).
+    pub fn recall(&self, q: usize, hits: &[(u64, f32)], k: usize) -> f64 {
+        eddy_dataset::recall_at_k(hits, self.gt_ids.row(q), self.gt_scores.row(q), k)
+    }
+}
+
 fn find(dir: &Path, role: &'static str, names: &[&str]) -> Result<PathBuf> {
     names
         .iter()
@@ -173,15 +332,16 @@ fn find(dir: &Path, role: &'static str, names: &[&str]) -> Result<PathBuf> {
         })
 }
 
-/// Reads one JSON object per line; line `i` must have `"id": i` when it has an id.
-fn read_payloads(path: &Path) -> Result<Vec<serde_json::Map<String, serde_json::Value>>> {
+/// Reads one JSON object per line (the first `limit` lines, or all); line
+/// `i` must have `"id": i` when it has an id.
+fn read_payloads(path: &Path, limit: Option<usize>) -> Result<Vec<Payload>> {
     let io_err = |source| Error::Io {
         path: path.to_owned(),
         source,
     };
     let reader = BufReader::new(File::open(path).map_err(io_err)?);
     let mut out = Vec::new();
-    for (i, line) in reader.lines().enumerate() {
+    for (i, line) in reader.lines().take(limit.unwrap_or(usize::MAX)).enumerate() {
         let line = line.map_err(io_err)?;
         let payload_err = |reason: String| Error::Payload {
             path: path.to_owned(),
@@ -243,6 +403,36 @@ mod tests {
                 eddy_dataset::recall_at_k(&scored[..10], ds.gt_ids.row(q), ds.gt_scores.row(q), 10);
             assert_eq!(recall, 1.0, "query {q}");
         }
+    }
+
+    #[test]
+    fn base_and_query_sets_load_on_their_own() {
+        let base = Base::load(Path::new(SAMPLE_DIR), Some(100)).expect("base loads");
+        assert_eq!((base.len(), base.payloads.len()), (100, 100));
+        let q = QuerySet::load(Path::new(SAMPLE_DIR), Truth::All, Some(3)).expect("queries");
+        assert_eq!(q.len(), 3);
+        let exact: Vec<(u64, f32)> = q
+            .gt_ids
+            .row(0)
+            .iter()
+            .zip(q.gt_scores.row(0))
+            .map(|(&id, &s)| (id as u64, s))
+            .collect();
+        assert_eq!(q.recall(0, &exact, 100), 1.0);
+        // The sample has no filtered ground truth: the error names the files.
+        let err = QuerySet::load(Path::new(SAMPLE_DIR), Truth::F1, None).expect_err("no f1");
+        assert!(err.to_string().contains("gt-public-f1.ivecs"), "{err}");
+    }
+
+    #[test]
+    fn filters_match_the_dataset_readme() {
+        assert_eq!(Truth::All.filter(), None);
+        assert_eq!(
+            Truth::F1.filter(),
+            Some(serde_json::json!({"must": [{"key": "section", "match": {"value": "games"}}]}))
+        );
+        let f10 = Truth::F10.filter().expect("filter").to_string();
+        assert!(f10.contains(r#"["admin","net","text","utils"]"#), "{f10}");
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod report;
 mod services;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
@@ -199,19 +200,19 @@ async fn pipeline(
 
         // Exact first, on whatever mix of tail and segments serves now; then,
         // once everything is sealed and indexed, through the graphs.
-        let mut flight = FlightSearch::connect(&flight_addr, REQUEST_TIMEOUT).await?;
+        let flight = FlightSearch::connect(&flight_addr, REQUEST_TIMEOUT).await?;
+        let set = Arc::new(ds.query_set());
+        let searchers = queries::searchers(&client, &flight, COLLECTION, set.len());
         let mut apis = Vec::new();
-        let mode = Mode::Exact;
-        apis.push(queries::http(ds, &client, K, mode).await?);
-        apis.push(queries::do_get(ds, &mut flight, COLLECTION, K, mode).await?);
-        apis.push(queries::do_exchange(ds, &mut flight, COLLECTION, K, mode).await?);
+        for (name, searcher) in &searchers {
+            apis.push(queries::run(name, searcher, &set, K, Mode::Exact).await?);
+        }
 
         let indexing = wait_indexed(&client, store, INDEX_TIMEOUT).await?;
         tracing::info!(?indexing, "segments indexed");
-        let mode = Mode::Graph;
-        apis.push(queries::http(ds, &client, K, mode).await?);
-        apis.push(queries::do_get(ds, &mut flight, COLLECTION, K, mode).await?);
-        apis.push(queries::do_exchange(ds, &mut flight, COLLECTION, K, mode).await?);
+        for (name, searcher) in &searchers {
+            apis.push(queries::run(name, searcher, &set, K, Mode::Graph).await?);
+        }
         println!(
             "segments: {} ({} with a graph; sealed and indexed {:.1} s after the last event was searchable)",
             indexing.segments,

@@ -16,6 +16,10 @@ use arrow_flight::error::FlightError;
 use arrow_flight::{FlightClient, FlightDescriptor, Ticket};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 use futures::TryStreamExt;
+use serde::Serialize;
+use tonic::transport::Channel;
+
+use crate::options::SearchOptions;
 
 /// Errors of the Flight client.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +43,9 @@ pub enum Error {
     /// A request batch could not be built.
     #[error("building the query batch: {0}")]
     Arrow(#[from] ArrowError),
+    /// A ticket or command could not be encoded.
+    #[error("encoding the request: {0}")]
+    BadRequest(String),
     /// The result batches do not have the expected shape.
     #[error("bad result batch: {0}")]
     BadResult(String),
@@ -50,10 +57,21 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Ranked (id, score) pairs, best first.
 pub type Hits = Vec<(u64, f32)>;
 
-/// Search client over one Flight connection.
-#[derive(Debug)]
+/// Search client over one Flight connection (HTTP/2: clones share it and
+/// their calls run concurrently).
+#[derive(Debug, Clone)]
 pub struct FlightSearch {
-    client: FlightClient,
+    channel: Channel,
+}
+
+/// A `DoGet` ticket or `DoExchange` command in its JSON form.
+#[derive(Serialize)]
+struct JsonRequest<'a> {
+    collection: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    vectors: Option<&'a [&'a [f32]]>,
+    #[serde(flatten)]
+    options: &'a SearchOptions,
 }
 
 impl FlightSearch {
@@ -70,32 +88,33 @@ impl FlightSearch {
             .connect()
             .await
             .map_err(connect_err)?;
-        Ok(Self {
-            client: FlightClient::new(channel),
-        })
+        Ok(Self { channel })
+    }
+
+    fn client(&self) -> FlightClient {
+        FlightClient::new(self.channel.clone())
     }
 
     /// `DoGet` with a ticket holding `vectors`; one hit list per vector.
     pub async fn do_get(
-        &mut self,
+        &self,
         collection: &str,
         vectors: &[&[f32]],
-        k: usize,
-        exact: bool,
+        options: &SearchOptions,
     ) -> Result<Vec<Hits>> {
-        let ticket = serde_json::json!({
-            "collection": collection,
-            "vectors": vectors,
-            "k": k,
-            "exact": exact,
-        });
+        let ticket = serde_json::to_vec(&JsonRequest {
+            collection,
+            vectors: Some(vectors),
+            options,
+        })
+        .map_err(|e| Error::BadRequest(e.to_string()))?;
         let rpc_err = |source| Error::Rpc {
             rpc: "DoGet",
             source,
         };
         let batches: Vec<RecordBatch> = self
-            .client
-            .do_get(Ticket::new(ticket.to_string()))
+            .client()
+            .do_get(Ticket::new(ticket))
             .await
             .map_err(rpc_err)?
             .try_collect()
@@ -107,18 +126,22 @@ impl FlightSearch {
     /// `DoExchange`: streams `queries` (rows of `dim` floats, `batch_rows` per
     /// batch) and collects the results; one hit list per query.
     pub async fn do_exchange(
-        &mut self,
+        &self,
         collection: &str,
         queries: &[f32],
         dim: usize,
-        k: usize,
-        exact: bool,
+        options: &SearchOptions,
         batch_rows: usize,
     ) -> Result<Vec<Hits>> {
         let n = queries.len().checked_div(dim).unwrap_or(0);
         let batches = query_batches(queries, dim, batch_rows.max(1))?;
-        let cmd = serde_json::json!({ "collection": collection, "k": k, "exact": exact });
-        let descriptor = FlightDescriptor::new_cmd(cmd.to_string());
+        let cmd = serde_json::to_vec(&JsonRequest {
+            collection,
+            vectors: None,
+            options,
+        })
+        .map_err(|e| Error::BadRequest(e.to_string()))?;
+        let descriptor = FlightDescriptor::new_cmd(cmd);
         let input = FlightDataEncoderBuilder::new()
             .with_schema(query_schema(dim)?)
             .with_flight_descriptor(Some(descriptor))
@@ -128,7 +151,7 @@ impl FlightSearch {
             source,
         };
         let results: Vec<RecordBatch> = self
-            .client
+            .client()
             .do_exchange(input)
             .await
             .map_err(rpc_err)?

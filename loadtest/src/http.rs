@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::options::SearchOptions;
+
 /// Errors of the HTTP client.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -45,12 +47,14 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub struct SearchRequest<'a> {
     /// The query vector.
     pub vector: &'a [f32],
-    /// Number of results.
-    pub k: usize,
+    /// `k`, exact or `ef`, filter.
+    #[serde(flatten)]
+    pub options: &'a SearchOptions,
     /// Whether to return payloads.
     pub with_payload: bool,
-    /// Exact (brute-force) search instead of the index.
-    pub exact: bool,
+    /// Read-your-writes: partition → offset the answer must reflect.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_offsets: Option<&'a BTreeMap<u32, i64>>,
 }
 
 /// One result row.
@@ -92,13 +96,15 @@ pub struct QueryClient {
 }
 
 const ERROR_BODY_CHARS: usize = 500;
+/// Idle connections kept per host: enough for the load driver's workers.
+const POOL_IDLE_PER_HOST: usize = 256;
 
 impl QueryClient {
     /// A client for `http://{addr}` and `collection`, with a per-request `timeout`.
     pub fn new(addr: &str, collection: &str, timeout: Duration) -> Result<Self> {
         let client = reqwest::Client::builder()
             .timeout(timeout)
-            .pool_max_idle_per_host(4)
+            .pool_max_idle_per_host(POOL_IDLE_PER_HOST)
             .build()
             .map_err(|source| Error::Transport {
                 what: "build HTTP client".into(),
@@ -221,15 +227,24 @@ mod tests {
         let v = [0.5f32, -1.0];
         let body = serde_json::to_value(SearchRequest {
             vector: &v,
-            k: 10,
+            options: &SearchOptions::new(10, true),
             with_payload: false,
-            exact: true,
+            min_offsets: None,
         })
         .expect("serializes");
         assert_eq!(
             body,
             serde_json::json!({"vector": [0.5, -1.0], "k": 10, "with_payload": false, "exact": true})
         );
+        let min = BTreeMap::from([(2u32, 41i64)]);
+        let body = serde_json::to_value(SearchRequest {
+            vector: &v,
+            options: &SearchOptions::new(10, true),
+            with_payload: false,
+            min_offsets: Some(&min),
+        })
+        .expect("serializes");
+        assert_eq!(body["min_offsets"], serde_json::json!({"2": 41}));
     }
 
     #[test]

@@ -2,6 +2,8 @@
 
 use clap::{Parser, Subcommand};
 use eddy_loadtest::demo::{self, DemoArgs};
+use eddy_loadtest::driver::{self, QueryArgs};
+use eddy_loadtest::produce::{self, ProduceArgs};
 
 /// eddy's demo and load generator.
 #[derive(Debug, Parser)]
@@ -16,6 +18,12 @@ enum Command {
     /// Run broker, ingest and query locally, publish a dataset, measure
     /// freshness, recall and latency over HTTP and Arrow Flight.
     Demo(DemoArgs),
+    /// Publish a dataset to a topic (JSON, protobuf or Arrow) at a fixed
+    /// rate or flat out; report rates, acknowledgement latency and offsets.
+    Produce(ProduceArgs),
+    /// Load eddy-query (HTTP, Flight DoGet/DoExchange) in a closed or open
+    /// loop; report latency, throughput, recall and freshness.
+    Query(Box<QueryArgs>),
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -29,5 +37,7 @@ async fn main() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::Demo(args) => demo::run(args).await,
+        Command::Produce(args) => produce::run(args).await,
+        Command::Query(args) => driver::run(*args).await,
     }
 }

@@ -7,21 +7,18 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt as _, StreamExt as _};
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
+use rdkafka::producer::FutureProducer;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::dataset::Dataset;
+use crate::encode::{self, EncodeOptions, Format};
+use crate::freshness::wait_visible;
 use crate::http::QueryClient;
+use crate::kafka;
+use crate::pacing::Schedule;
 
-/// How often a latency probe first asks for its point.
-const PROBE_POLL: Duration = Duration::from_millis(2);
-/// The probe interval grows with the time already waited (1/20 of it, so the
-/// measurement stays within ~5%), up to this, to keep slow runs from flooding
-/// the query service with lookups.
-const PROBE_POLL_MAX: Duration = Duration::from_millis(50);
 /// How long a probe waits before it counts the event as not searchable.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 /// At most this many probes poll at once; a sampled event is skipped when all
@@ -71,18 +68,6 @@ impl ProduceStats {
     }
 }
 
-/// The Kafka event for base row `id`: `{"id", "vector", "payload"}`.
-pub fn event_json(ds: &Dataset, id: usize) -> anyhow::Result<String> {
-    let mut payload = ds.payloads[id].clone();
-    payload.remove("id");
-    let event = serde_json::json!({
-        "id": id,
-        "vector": ds.base.row(id),
-        "payload": payload,
-    });
-    serde_json::to_string(&event).context("encoding event")
-}
-
 /// Publishes every base row of `ds` (key = id) and probes a sample of them.
 pub async fn produce(
     ds: &Dataset,
@@ -95,25 +80,36 @@ pub async fn produce(
     let mut probes = JoinSet::new();
     let probe_slots = Arc::new(Semaphore::new(MAX_PROBES));
     let start = Instant::now();
+    let schedule = Schedule::new(start, opts.rate);
+    let encode_opts = EncodeOptions {
+        format: Format::Json,
+        arrow_rows: 1,
+        proto_vector_bytes: false,
+    };
     for id in 0..ds.len() {
-        if opts.rate > 0.0 {
-            let due = start + Duration::from_secs_f64(id as f64 / opts.rate);
-            if due > Instant::now() {
-                tokio::time::sleep_until(due).await;
-            }
-        }
+        schedule.wait(id as u64).await;
         let key = id.to_string();
-        let value = event_json(ds, id)?;
+        let value =
+            encode::encode_point(&encode_opts, id as u64, ds.base.row(id), &ds.payloads[id])
+                .context("encoding event")?;
         let sent_at = Instant::now();
         let sampled = opts.sample_every > 0 && id % opts.sample_every == 0;
-        let delivery = send(producer, &opts.topic, &key, &value).await?;
+        let delivery = kafka::send(
+            producer,
+            &opts.topic,
+            &key,
+            Some(&value),
+            Format::Json.content_type(),
+        )
+        .await?;
         deliveries.push(delivery.map(move |done| (sampled.then(|| sent_at.elapsed()), done)));
         if sampled {
             match probe_slots.clone().try_acquire_owned() {
                 Ok(permit) => {
                     let client = client.clone();
                     probes.spawn(async move {
-                        let result = probe(&client, id as u64, sent_at).await;
+                        let result =
+                            wait_visible(&client, id as u64, None, sent_at, PROBE_TIMEOUT).await;
                         drop(permit);
                         result
                     });
@@ -142,29 +138,6 @@ pub async fn produce(
     Ok(stats)
 }
 
-/// Enqueues one message, waiting while the producer's local queue is full.
-async fn send(
-    producer: &FutureProducer,
-    topic: &str,
-    key: &str,
-    value: &str,
-) -> anyhow::Result<DeliveryFuture> {
-    let mut record = FutureRecord::to(topic).key(key).payload(value);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match producer.send_result(record) {
-            Ok(delivery) => return Ok(delivery),
-            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
-                if Instant::now() < deadline =>
-            {
-                record = back;
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            Err((e, _)) => bail!("producing event {key} to {topic}: {e}"),
-        }
-    }
-}
-
 fn check_delivery(
     done: Result<
         rdkafka::producer::future_producer::OwnedDeliveryResult,
@@ -181,29 +154,5 @@ fn check_delivery(
         }
         Ok(Err((e, _msg))) => bail!("broker rejected an event: {e}"),
         Err(_) => bail!("producer dropped a delivery report"),
-    }
-}
-
-/// Polls `GET /points/{id}` (every 2 ms at first, backing off to 5% of the
-/// time waited) until it answers; the time since `sent_at`, or
-/// `None` after [`PROBE_TIMEOUT`]. HTTP errors other than 404 abort the probe.
-async fn probe(
-    client: &QueryClient,
-    id: u64,
-    sent_at: Instant,
-) -> anyhow::Result<Option<Duration>> {
-    loop {
-        if client
-            .get_point(id)
-            .await
-            .with_context(|| format!("probing point {id}"))?
-            .is_some()
-        {
-            return Ok(Some(sent_at.elapsed()));
-        }
-        if sent_at.elapsed() > PROBE_TIMEOUT {
-            return Ok(None);
-        }
-        tokio::time::sleep((sent_at.elapsed() / 20).clamp(PROBE_POLL, PROBE_POLL_MAX)).await;
     }
 }

@@ -1,18 +1,21 @@
-//! Running the dataset's queries through each eddy-query API and scoring them
-//! against the ground truth.
+//! Running the dataset's queries once through each eddy-query API (one
+//! client, in order: the driver's closed loop with one worker) and scoring
+//! them against the ground truth.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
-use tokio::time::Instant;
+use anyhow::bail;
 
-use crate::dataset::Dataset;
-use crate::flight::{FlightSearch, Hits};
-use crate::http::{QueryClient, SearchRequest};
-use crate::stats::{mean, LatencySummary};
+use crate::dataset::QuerySet;
+use crate::driver::{closed_loop, Searcher, Work};
+use crate::flight::FlightSearch;
+use crate::histogram::LatencyStats;
+use crate::http::QueryClient;
+use crate::options::SearchOptions;
 
-/// Queries sent per record batch in the DoExchange run.
-const EXCHANGE_BATCH_ROWS: usize = 64;
+/// The demo's phases never end by time: each runs its queries once.
+const NO_TIME_LIMIT: Duration = Duration::from_secs(24 * 3600);
 
 /// One API's outcome.
 #[derive(Debug, Clone)]
@@ -23,8 +26,8 @@ pub struct ApiRun {
     pub queries: usize,
     /// Mean tie-aware recall@k.
     pub recall: f64,
-    /// Per-query latencies (`None` when the queries went as one request).
-    pub latency: Option<LatencySummary>,
+    /// Per-request latencies (`None` when the queries went as one request).
+    pub latency: Option<LatencyStats>,
     /// Wall time of the whole run.
     pub total: Duration,
 }
@@ -34,20 +37,6 @@ impl ApiRun {
     pub fn qps(&self) -> f64 {
         self.queries as f64 / self.total.as_secs_f64().max(1e-9)
     }
-}
-
-/// Mean tie-aware recall@k of `hits` (one list per query, in query order).
-pub fn mean_recall(ds: &Dataset, hits: &[Hits], k: usize) -> f64 {
-    let per_query: Vec<f64> = hits
-        .iter()
-        .enumerate()
-        .map(|(q, h)| eddy_dataset::recall_at_k(h, ds.gt_ids.row(q), ds.gt_scores.row(q), k))
-        .collect();
-    mean(&per_query).unwrap_or(0.0)
-}
-
-fn queries(ds: &Dataset) -> impl Iterator<Item = &[f32]> {
-    ds.queries.iter()
 }
 
 /// How the queries search: every row exactly, or through the graphs.
@@ -60,8 +49,8 @@ pub enum Mode {
 }
 
 impl Mode {
-    fn exact(self) -> bool {
-        self == Mode::Exact
+    fn options(self, k: usize) -> SearchOptions {
+        SearchOptions::new(k, self == Mode::Exact)
     }
 
     fn label(self) -> &'static str {
@@ -72,99 +61,71 @@ impl Mode {
     }
 }
 
-/// One HTTP search per query, sequentially.
-pub async fn http(
-    ds: &Dataset,
+/// The APIs the demo runs, in report order.
+pub fn searchers(
     client: &QueryClient,
+    flight: &FlightSearch,
+    collection: &str,
+    queries: usize,
+) -> [(&'static str, Searcher); 3] {
+    [
+        ("HTTP search", Searcher::Http(client.clone())),
+        (
+            "Flight DoGet",
+            Searcher::DoGet {
+                flight: flight.clone(),
+                collection: collection.to_owned(),
+            },
+        ),
+        (
+            "Flight DoExchange",
+            Searcher::DoExchange {
+                flight: flight.clone(),
+                collection: collection.to_owned(),
+                batch: queries.max(1),
+            },
+        ),
+    ]
+}
+
+/// Runs every query of `set` once through `searcher`, one request at a time
+/// (a `DoExchange` searcher carries them all in one exchange).
+pub async fn run(
+    name: &str,
+    searcher: &Searcher,
+    set: &Arc<QuerySet>,
     k: usize,
     mode: Mode,
 ) -> anyhow::Result<ApiRun> {
-    let mut hits = Vec::with_capacity(ds.queries.rows());
-    let mut latencies = Vec::with_capacity(ds.queries.rows());
-    let start = Instant::now();
-    for (q, vector) in queries(ds).enumerate() {
-        let t = Instant::now();
-        let resp = client
-            .search(&SearchRequest {
-                vector,
-                k,
-                with_payload: false,
-                exact: mode.exact(),
-            })
-            .await
-            .with_context(|| format!("HTTP search, query {q}"))?;
-        latencies.push(t.elapsed());
-        hits.push(
-            resp.result
-                .iter()
-                .map(|h| (h.id, h.score))
-                .collect::<Hits>(),
+    let requests = set.len().div_ceil(searcher.batch()) as u64;
+    let work = Work {
+        searcher: searcher.clone(),
+        set: set.clone(),
+        options: Arc::new(mode.options(k)),
+        duration: NO_TIME_LIMIT,
+        requests: Some(requests),
+    };
+    let outcome = closed_loop(&work, 1, &indicatif::ProgressBar::hidden()).await;
+    let t = &outcome.tally;
+    if let Some(e) = &t.first_error {
+        bail!(
+            "{name} ({}): {} of {} requests failed: {e}",
+            mode.label(),
+            t.errors,
+            requests
         );
     }
+    let recall = t
+        .recall
+        .means(k)
+        .and_then(|r| if k >= 10 { r.at10 } else { r.at1 });
     Ok(ApiRun {
-        name: format!("HTTP search ({})", mode.label()),
-        queries: hits.len(),
-        recall: mean_recall(ds, &hits, k),
-        latency: LatencySummary::from_samples(&latencies),
-        total: start.elapsed(),
-    })
-}
-
-/// One Flight `DoGet` ticket per query, sequentially.
-pub async fn do_get(
-    ds: &Dataset,
-    flight: &mut FlightSearch,
-    collection: &str,
-    k: usize,
-    mode: Mode,
-) -> anyhow::Result<ApiRun> {
-    let mut hits = Vec::with_capacity(ds.queries.rows());
-    let mut latencies = Vec::with_capacity(ds.queries.rows());
-    let start = Instant::now();
-    for (q, vector) in queries(ds).enumerate() {
-        let t = Instant::now();
-        let mut got = flight
-            .do_get(collection, &[vector], k, mode.exact())
-            .await
-            .with_context(|| format!("Flight DoGet, query {q}"))?;
-        latencies.push(t.elapsed());
-        hits.push(got.pop().unwrap_or_default());
-    }
-    Ok(ApiRun {
-        name: format!("Flight DoGet ({})", mode.label()),
-        queries: hits.len(),
-        recall: mean_recall(ds, &hits, k),
-        latency: LatencySummary::from_samples(&latencies),
-        total: start.elapsed(),
-    })
-}
-
-/// All queries in one Flight `DoExchange`.
-pub async fn do_exchange(
-    ds: &Dataset,
-    flight: &mut FlightSearch,
-    collection: &str,
-    k: usize,
-    mode: Mode,
-) -> anyhow::Result<ApiRun> {
-    let start = Instant::now();
-    let hits = flight
-        .do_exchange(
-            collection,
-            &ds.queries.data,
-            ds.queries.dim,
-            k,
-            mode.exact(),
-            EXCHANGE_BATCH_ROWS,
-        )
-        .await
-        .context("Flight DoExchange")?;
-    let total = start.elapsed();
-    Ok(ApiRun {
-        name: format!("Flight DoExchange ({})", mode.label()),
-        queries: hits.len(),
-        recall: mean_recall(ds, &hits, k),
-        latency: None,
-        total,
+        name: format!("{name} ({})", mode.label()),
+        queries: t.recall.queries() as usize,
+        recall: recall.unwrap_or(0.0),
+        latency: (searcher.batch() == 1)
+            .then(|| t.latency.summary())
+            .flatten(),
+        total: outcome.elapsed,
     })
 }

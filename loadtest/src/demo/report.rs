@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::produce::ProduceStats;
 use super::queries::ApiRun;
+use crate::histogram::fmt_millis;
 use crate::stats::{fmt_ms, LatencySummary};
 
 /// Everything the report shows.
@@ -105,7 +106,13 @@ pub fn render(r: &Report<'_>) -> String {
     for api in r.apis {
         let (p50, p90, p99) = api.latency.map_or_else(
             || (dash(), dash(), dash()),
-            |l| (fmt_ms(l.p50), fmt_ms(l.p90), fmt_ms(l.p99)),
+            |l| {
+                (
+                    fmt_millis(l.p50_ms),
+                    fmt_millis(l.p90_ms),
+                    fmt_millis(l.p99_ms),
+                )
+            },
         );
         let _ = writeln!(
             out,
@@ -125,6 +132,7 @@ pub fn render(r: &Report<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::histogram::LatencyStats;
 
     #[test]
     fn renders_every_section() {
@@ -142,7 +150,15 @@ mod tests {
                 name: "HTTP search".into(),
                 queries: 10,
                 recall: 1.0,
-                latency: LatencySummary::from_samples(&[Duration::from_millis(2); 10]),
+                latency: Some(LatencyStats {
+                    count: 10,
+                    mean_ms: 2.0,
+                    p50_ms: 2.0,
+                    p90_ms: 2.0,
+                    p99_ms: 2.0,
+                    p999_ms: 2.0,
+                    max_ms: 2.0,
+                }),
                 total: Duration::from_millis(20),
             },
             ApiRun {

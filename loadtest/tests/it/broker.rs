@@ -19,6 +19,7 @@ const MESSAGES: u32 = 100;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn produce_and_consume_through_tansu() {
+    let _serial = crate::SERIAL.lock().await;
     let tansu = tokio::task::spawn_blocking(|| {
         let tansu = Tansu::start()?;
         tansu.create_topic(TOPIC, PARTITIONS)?;

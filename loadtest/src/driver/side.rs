@@ -1,0 +1,171 @@
+//! What runs beside the query phases: freshness probes and a background
+//! writer re-publishing the base as upserts at a fixed rate (mixed
+//! read/write). Both produce to the collection's topic.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use tokio::task::JoinHandle;
+
+use super::QueryArgs;
+use crate::dataset::Base;
+use crate::encode::{self, EncodeOptions, Format, PayloadColumns};
+use crate::freshness::{self, FreshnessSummary, ProbeOptions};
+use crate::http::QueryClient;
+use crate::kafka;
+use crate::progress;
+use crate::publish::{self, PublishOptions, PublishSummary};
+
+/// Options of the side tasks.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SideArgs {
+    /// Kafka bootstrap servers (needed by `--freshness` and `--write-rate`).
+    #[arg(long, env = "EDDY_LOADTEST_QUERY_BROKERS")]
+    pub brokers: Option<String>,
+    /// The collection's topic (default: the collection's name).
+    #[arg(long, env = "EDDY_LOADTEST_QUERY_TOPIC")]
+    pub topic: Option<String>,
+    /// Format of the probe and writer events (json or protobuf).
+    #[arg(
+        long,
+        env = "EDDY_LOADTEST_QUERY_FORMAT",
+        value_enum,
+        default_value = "json"
+    )]
+    pub format: Format,
+    /// librdkafka producer property KEY=VALUE (repeatable).
+    #[arg(short = 'X', long = "kafka", value_parser = kafka::parse_property)]
+    pub kafka: Vec<(String, String)>,
+    /// Freshness probes to run beside the phases (0 = none).
+    #[arg(long, env = "EDDY_LOADTEST_QUERY_FRESHNESS", default_value_t = 0)]
+    pub freshness: u64,
+    /// Freshness probes started per second.
+    #[arg(
+        long,
+        env = "EDDY_LOADTEST_QUERY_FRESHNESS_RATE",
+        default_value_t = 20.0
+    )]
+    pub freshness_rate: f64,
+    /// Seconds a probe waits for its event.
+    #[arg(
+        long,
+        env = "EDDY_LOADTEST_QUERY_FRESHNESS_TIMEOUT",
+        default_value_t = 30.0
+    )]
+    pub freshness_timeout: f64,
+    /// Background writer: upsert base rows at this many events per second
+    /// while the phases run (0 = none).
+    #[arg(long, env = "EDDY_LOADTEST_QUERY_WRITE_RATE", default_value_t = 0.0)]
+    pub write_rate: f64,
+}
+
+type Task<T> = JoinHandle<anyhow::Result<T>>;
+
+/// The running side tasks.
+pub(super) struct SideTasks {
+    freshness: Option<Task<FreshnessSummary>>,
+    writer: Option<(Arc<AtomicBool>, Task<PublishSummary>)>,
+}
+
+impl SideTasks {
+    /// Starts what `args` asks for (nothing, by default).
+    pub(super) async fn start(args: &QueryArgs, client: &QueryClient) -> anyhow::Result<Self> {
+        let s = &args.side;
+        let mut tasks = Self {
+            freshness: None,
+            writer: None,
+        };
+        if s.freshness == 0 && s.write_rate <= 0.0 {
+            return Ok(tasks);
+        }
+        let Some(brokers) = &s.brokers else {
+            bail!("--freshness and --write-rate need --brokers");
+        };
+        super::check_side_format(s.format)?;
+        let topic = s.topic.clone().unwrap_or_else(|| args.collection.clone());
+        let producer = kafka::producer(brokers, &s.kafka)?;
+        let dir = args.dataset.clone();
+        let base = tokio::task::spawn_blocking(move || Base::load(&dir, None))
+            .await
+            .context("base loader panicked")??;
+        let base = Arc::new(base);
+        if s.write_rate > 0.0 {
+            let opts = EncodeOptions {
+                format: s.format,
+                arrow_rows: 1,
+                proto_vector_bytes: false,
+            };
+            let b = base.clone();
+            let mut records = tokio::task::spawn_blocking(move || {
+                encode::encode_rows(
+                    &b.vectors,
+                    &b.payloads,
+                    0..b.len(),
+                    &opts,
+                    &PayloadColumns::default(),
+                )
+            })
+            .await
+            .context("encoder panicked")??;
+            // The writer leaves the probes' rows alone (see `freshness::PROBE_STRIDE`).
+            records.retain(|r| r.key.parse().is_ok_and(|row| !freshness::is_probe_row(row)));
+            let stop = Arc::new(AtomicBool::new(false));
+            let publish_opts = PublishOptions {
+                topic: topic.clone(),
+                content_type: s.format.content_type(),
+                rate: s.write_rate,
+                passes: 0,
+                delete_every: 0,
+            };
+            let (producer, stop_flag) = (producer.clone(), stop.clone());
+            let task = tokio::spawn(async move {
+                let pb = progress::bar("writer", None, "events");
+                let stats =
+                    publish::publish(&producer, &records, &publish_opts, &stop_flag, &pb).await?;
+                pb.finish_and_clear();
+                Ok(stats.summary())
+            });
+            tasks.writer = Some((stop, task));
+        }
+        if s.freshness > 0 {
+            let opts = ProbeOptions {
+                topic,
+                format: s.format,
+                probes: s.freshness,
+                rate: s.freshness_rate,
+                timeout: Duration::from_secs_f64(s.freshness_timeout.max(0.001)),
+            };
+            let client = client.clone();
+            tasks.freshness = Some(tokio::spawn(async move {
+                let pb = progress::bar("freshness", Some(opts.probes), "probes");
+                let stats =
+                    freshness::probe_freshness(&producer, &client, base, &opts, &pb).await?;
+                pb.finish_and_clear();
+                Ok(stats.summary())
+            }));
+        }
+        Ok(tasks)
+    }
+
+    /// Waits for the probes, then stops the writer; their summaries.
+    pub(super) async fn finish(
+        self,
+    ) -> anyhow::Result<(Option<FreshnessSummary>, Option<PublishSummary>)> {
+        // The writer is stopped whatever the probes did, then errors surface.
+        let freshness = match self.freshness {
+            Some(task) => Some(task.await.context("freshness task panicked")),
+            None => None,
+        };
+        let writer = match self.writer {
+            Some((stop, task)) => {
+                stop.store(true, Ordering::Relaxed);
+                Some(task.await.context("writer task panicked")??)
+            }
+            None => None,
+        };
+        let freshness = freshness.transpose()?.transpose()?;
+        Ok((freshness, writer))
+    }
+}

@@ -1,0 +1,67 @@
+//! Search options shared by the HTTP and Flight clients, serialized with the
+//! field names both of eddy-query's JSON request forms take.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// How a search runs: `k`, exact or graph (with an optional `ef`), an
+/// optional payload filter.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchOptions {
+    /// Results per query.
+    pub k: usize,
+    /// Scan every row instead of walking the graphs.
+    pub exact: bool,
+    /// Beam width of a graph walk (`None` = the server's default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ef: Option<usize>,
+    /// Payload filter in Qdrant's JSON shape.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter: Option<Value>,
+}
+
+impl SearchOptions {
+    /// `k` results, exact or the server's default graph walk, no filter.
+    pub fn new(k: usize, exact: bool) -> Self {
+        Self {
+            k,
+            exact,
+            ef: None,
+            filter: None,
+        }
+    }
+
+    /// The mode's name in reports: `exact`, `graph` or `ef=N`.
+    pub fn mode(&self) -> String {
+        match (self.exact, self.ef) {
+            (true, _) => "exact".into(),
+            (false, None) => "graph".into(),
+            (false, Some(ef)) => format!("ef={ef}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unset_options_are_left_out() {
+        let o = SearchOptions::new(10, true);
+        assert_eq!(
+            serde_json::to_value(&o).expect("serializes"),
+            serde_json::json!({"k": 10, "exact": true})
+        );
+        assert_eq!(o.mode(), "exact");
+        let o = SearchOptions {
+            ef: Some(64),
+            filter: Some(serde_json::json!({"must": []})),
+            ..SearchOptions::new(100, false)
+        };
+        let v = serde_json::to_value(&o).expect("serializes");
+        assert_eq!(v["ef"], 64);
+        assert_eq!(v["filter"], serde_json::json!({"must": []}));
+        assert_eq!(o.mode(), "ef=64");
+        assert_eq!(SearchOptions::new(10, false).mode(), "graph");
+    }
+}

@@ -1,0 +1,159 @@
+//! Tansu plus eddy-ingest and eddy-query, run in process (their library
+//! entry points), with one 384-d cosine collection per topic.
+
+use std::time::Duration;
+
+use clap::Parser as _;
+use eddy_loadtest::broker::Tansu;
+use eddy_loadtest::http::QueryClient;
+use tokio::time::Instant;
+
+/// Partitions of every test topic.
+pub const PARTITIONS: u32 = 2;
+
+/// A running broker and both services.
+pub struct Cluster {
+    pub tansu: Tansu,
+    pub ingest: Option<eddy_ingest::Ingest>,
+    pub query: Option<eddy_query::Query>,
+    _store: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// Starts Tansu, one topic and collection per name in `collections`,
+    /// and both services; returns once eddy-query is ready.
+    pub async fn start(collections: &[&str]) -> Cluster {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            )
+            .with_test_writer()
+            .try_init();
+        let names: Vec<String> = collections.iter().map(|c| (*c).to_owned()).collect();
+        let tansu = tokio::task::spawn_blocking(move || {
+            let tansu = Tansu::start()?;
+            for name in &names {
+                tansu.create_topic(name, PARTITIONS)?;
+            }
+            Ok::<_, eddy_loadtest::broker::Error>(tansu)
+        })
+        .await
+        .expect("join")
+        .expect("Tansu starts (install it with `cargo install --locked tansu --features libsql`)");
+        let store = tempfile::tempdir().expect("tmp store");
+        let store_path = store.path().to_str().expect("utf-8 path").to_owned();
+        let brokers = tansu.bootstrap();
+        let mut ingest_args = vec![
+            "eddy-ingest".to_owned(),
+            "--store".into(),
+            store_path.clone(),
+            "--brokers".into(),
+            brokers.clone(),
+            // No graph builds: the tests search exactly, and a debug-build
+            // graph build would only take CPU from them.
+            "--min-graph-rows".into(),
+            "100000000".into(),
+            "--metrics-addr".into(),
+            "127.0.0.1:0".into(),
+            "--collection-poll-ms".into(),
+            "100".into(),
+        ];
+        for c in collections {
+            ingest_args.push("--collection".into());
+            ingest_args.push(format!(
+                "name={c},dim=384,metric=cosine,topic={c},id=u64,field.section=keyword"
+            ));
+        }
+        let ingest = eddy_ingest::start(eddy_ingest::IngestConfig::parse_from(ingest_args))
+            .await
+            .expect("ingest starts");
+        let query = eddy_query::start(eddy_query::QueryConfig::parse_from([
+            "eddy-query",
+            "--store",
+            &store_path,
+            "--brokers",
+            &brokers,
+            "--http-addr",
+            "127.0.0.1:0",
+            "--flight-addr",
+            "127.0.0.1:0",
+            "--manifest-poll-ms",
+            "50",
+            "--collection-poll-ms",
+            "100",
+        ]))
+        .await
+        .expect("query starts");
+        let cluster = Cluster {
+            tansu,
+            ingest: Some(ingest),
+            query: Some(query),
+            _store: store,
+        };
+        let client = cluster.client(collections[0]);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !client.ready().await {
+            assert!(
+                Instant::now() < deadline,
+                "eddy-query not ready within 60 s"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        cluster
+    }
+
+    /// eddy-query's HTTP address.
+    pub fn http(&self) -> String {
+        self.query
+            .as_ref()
+            .expect("query running")
+            .http_addr()
+            .to_string()
+    }
+
+    /// eddy-query's Flight address.
+    pub fn flight(&self) -> String {
+        self.query
+            .as_ref()
+            .expect("query running")
+            .flight_addr()
+            .to_string()
+    }
+
+    /// An HTTP client for `collection`.
+    pub fn client(&self, collection: &str) -> QueryClient {
+        QueryClient::new(&self.http(), collection, Duration::from_secs(30)).expect("client")
+    }
+
+    /// Waits until `collection` counts `expected` points (120 s at most).
+    pub async fn wait_count(&self, collection: &str, expected: u64) {
+        let client = self.client(collection);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut last = None;
+        loop {
+            if let Ok(n) = client.count().await {
+                assert!(n <= expected, "{collection}: count {n} > {expected}");
+                if n == expected {
+                    return;
+                }
+                last = Some(n);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{collection}: count {last:?}, not {expected}, after 120 s"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Stops both services (the broker stops on drop).
+    pub async fn shutdown(mut self) {
+        if let Some(q) = self.query.take() {
+            q.shutdown().await;
+        }
+        if let Some(i) = self.ingest.take() {
+            i.shutdown().await;
+        }
+    }
+}
