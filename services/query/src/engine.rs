@@ -1,8 +1,7 @@
 //! The engine: the served collections, their manifest watchers and tails,
-//! and the async entry point that runs searches on the rayon pool.
+//! and the async entry point of every search.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,17 +10,21 @@ use eddy_manifest::Store;
 use eddy_model::CollectionDef;
 use eddy_segment::Residency;
 use parking_lot::RwLock;
-use tracing::{error, info, warn};
+use tracing::{error, info};
 
 use crate::admission::Admission;
-use crate::collection::{Collection, Snapshot};
+use crate::collection::Collection;
+use crate::cpu::{guarded, SearchPool};
 use crate::error::ApiError;
 use crate::metrics::QueryMetrics;
-use crate::search::{prepare_query, BatchResult, SearchParams};
+use crate::prepared::{PreparedSearch, QueryBatch};
+use crate::results::BatchResult;
 use crate::tail::run_tail;
+use crate::watcher::watch_manifests;
 
-/// Largest number of query vectors in one request.
-pub const MAX_BATCH_QUERIES: usize = 10_000;
+/// Requests of at most this many queries (and not exact) run on the task
+/// that received them instead of the search pool.
+pub const INLINE_MAX_QUERIES: usize = 1;
 
 /// How an [`Engine`] serves: its tail consumer, search pool, polling and limits.
 #[derive(Debug, Clone)]
@@ -46,7 +49,7 @@ pub struct EngineOptions {
 pub struct Engine {
     store: Store,
     collections: RwLock<HashMap<String, Arc<Collection>>>,
-    pool: rayon::ThreadPool,
+    pool: SearchPool,
     /// Metric handles.
     pub metrics: QueryMetrics,
     admission: Admission,
@@ -60,10 +63,7 @@ impl Engine {
         metrics: QueryMetrics,
         opts: EngineOptions,
     ) -> Result<Arc<Self>, rayon::ThreadPoolBuildError> {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(opts.search_threads.max(1))
-            .thread_name(|i| format!("eddy-search-{i}"))
-            .build()?;
+        let pool = SearchPool::new(opts.search_threads)?;
         let admission = Admission::new(
             opts.max_queued_queries,
             metrics.queued_queries.with_label_values::<&str>(&[]),
@@ -83,6 +83,11 @@ impl Engine {
         &self.store
     }
 
+    /// How it serves.
+    pub fn options(&self) -> &EngineOptions {
+        &self.opts
+    }
+
     /// The served collection `name`.
     pub fn collection(&self, name: &str) -> Result<Arc<Collection>, ApiError> {
         self.collections
@@ -95,7 +100,7 @@ impl Engine {
     /// Every served collection, by name.
     pub fn collections(&self) -> Vec<Arc<Collection>> {
         let mut all: Vec<_> = self.collections.read().values().cloned().collect();
-        all.sort_by(|a, b| a.def.name.cmp(&b.def.name));
+        all.sort_by(|a, b| a.name().cmp(b.name()));
         all
     }
 
@@ -105,7 +110,7 @@ impl Engine {
         self.collections()
             .iter()
             .filter_map(|c| {
-                let tail = c.served.read().tail.live_rows();
+                let tail = c.tail_rows();
                 let reason = if !c.is_ready() {
                     "loading: first snapshot or tail assignment pending".to_owned()
                 } else if tail > self.opts.max_tail_rows {
@@ -116,7 +121,7 @@ impl Engine {
                 } else {
                     return None;
                 };
-                Some((c.def.name.clone(), reason))
+                Some((c.name().to_owned(), reason))
             })
             .collect()
     }
@@ -164,87 +169,66 @@ impl Engine {
     /// Stops every tail and watcher.
     pub fn stop(&self) {
         for c in self.collections.read().values() {
-            c.stop.store(true, Ordering::Relaxed);
+            c.stop();
         }
     }
 
-    /// Validates and runs a batch of queries: waits for `min_offsets` (up to
-    /// the configured limit), then searches on the rayon pool.
+    /// Runs a prepared search over `queries` on `collection`: waits for its
+    /// `min_offsets` (up to `--max-wait-ms`), admits the query vectors, then
+    /// searches. A single graph query runs where it arrived (a hand-off to
+    /// the pool costs more than its walk); batches and exact scans are split
+    /// across the search pool.
     pub async fn search(
         &self,
-        name: &str,
-        queries: Vec<Vec<f32>>,
-        params: SearchParams,
-        min_offsets: BTreeMap<u32, i64>,
+        collection: &Arc<Collection>,
+        search: &Arc<PreparedSearch>,
+        queries: QueryBatch,
     ) -> Result<BatchResult, ApiError> {
-        let collection = self.collection(name)?;
-        params.validate()?;
-        let filter = Arc::new(params.parse_filter(&collection.def)?);
-        if queries.is_empty() {
-            return Err(ApiError::BadRequest("no query vectors given".into()));
-        }
-        if queries.len() > MAX_BATCH_QUERIES {
-            return Err(ApiError::BadRequest(format!(
-                "{} queries in one request; at most {MAX_BATCH_QUERIES}",
-                queries.len()
-            )));
-        }
-        let queries = queries
-            .into_iter()
-            .enumerate()
-            .map(|(i, q)| {
-                prepare_query(&collection.def, q).map_err(|e| match e {
-                    ApiError::BadRequest(m) if i > 0 => {
-                        ApiError::BadRequest(format!("query {i}: {m}"))
-                    }
-                    other => other,
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        if !min_offsets.is_empty() {
-            self.wait_for(&collection, &min_offsets).await?;
+        if !search.min_offsets.is_empty() {
+            self.wait_for(collection, &search.min_offsets).await?;
         }
         let n = queries.len();
         let _admitted = self.admission.admit(n)?;
         let segments = collection.segment_count() as f64;
-        let chunk = n.div_ceil(self.pool.current_num_threads()).max(1);
-        let queries = Arc::new(queries);
-        let mut parts = Vec::new();
-        for start in (0..n).step_by(chunk) {
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            let (collection, queries, params, filter) = (
-                collection.clone(),
-                queries.clone(),
-                params.clone(),
-                filter.clone(),
-            );
-            self.pool.spawn(move || {
-                let end = (start + chunk).min(queries.len());
-                let _ = tx.send(collection.search(
-                    &queries[start..end],
-                    &params,
-                    filter.as_ref().as_ref(),
-                ));
-            });
-            parts.push(rx);
-        }
-        let mut result = BatchResult {
-            hits: Vec::with_capacity(n),
-            offsets: BTreeMap::new(),
+        let result = if n <= INLINE_MAX_QUERIES && !search.params.exact {
+            guarded(|| collection.search(&queries, 0..n, search))?
+        } else {
+            self.search_on_pool(collection, search, queries).await?
         };
-        for rx in parts {
-            let part = rx
-                .await
-                .map_err(|_| ApiError::Internal("a search task was dropped".into()))?;
-            result.hits.extend(part.hits);
-            for (p, off) in part.offsets {
-                let e = result.offsets.entry(p).or_insert(off);
-                *e = (*e).min(off);
-            }
-        }
-        let hist = self.metrics.segments_searched.with_label_values(&[name]);
+        let hist = self
+            .metrics
+            .segments_searched
+            .with_label_values(&[collection.name()]);
         for _ in 0..n {
             hist.observe(segments);
+        }
+        Ok(result)
+    }
+
+    /// Splits `queries` into one chunk per search thread and runs them on
+    /// the pool.
+    async fn search_on_pool(
+        &self,
+        collection: &Arc<Collection>,
+        search: &Arc<PreparedSearch>,
+        queries: QueryBatch,
+    ) -> Result<BatchResult, ApiError> {
+        let n = queries.len();
+        let chunk = n.div_ceil(self.pool.threads()).max(1);
+        let queries = Arc::new(queries);
+        let parts: Vec<_> = (0..n)
+            .step_by(chunk)
+            .map(|start| {
+                let (collection, search, queries) =
+                    (collection.clone(), search.clone(), queries.clone());
+                let range = start..(start + chunk).min(n);
+                self.pool
+                    .run(move || collection.search(&queries, range, &search))
+            })
+            .collect();
+        let mut result = BatchResult::default();
+        for part in parts {
+            result.extend(part.await?);
         }
         Ok(result)
     }
@@ -256,83 +240,16 @@ impl Engine {
     ) -> Result<(), ApiError> {
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + self.opts.max_wait;
-        loop {
-            let notified = collection.changed.notified();
-            if collection.served.read().reflects(min) {
-                break;
-            }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return Err(ApiError::Timeout(format!(
-                    "offsets {min:?} were not searchable within {} ms",
-                    self.opts.max_wait.as_millis()
-                )));
-            }
+        if !collection.wait_for(min, deadline).await {
+            return Err(ApiError::Timeout(format!(
+                "offsets {min:?} were not searchable within {} ms",
+                self.opts.max_wait.as_millis()
+            )));
         }
         self.metrics
             .freshness_wait
-            .with_label_values(&[&collection.def.name])
+            .with_label_values(&[collection.name()])
             .observe(started.elapsed().as_secs_f64());
         Ok(())
-    }
-}
-
-/// Polls the store for new manifest versions of `collection` and installs them.
-async fn watch_manifests(engine: Arc<Engine>, collection: Arc<Collection>) {
-    let name = collection.def.name.clone();
-    let mut failures = 0u32;
-    while !collection.stop.load(Ordering::Relaxed) {
-        let (store, current) = (
-            engine.store.clone(),
-            collection.served.read().snapshot.clone(),
-        );
-        let ready = collection.snapshot_ready.load(Ordering::Acquire);
-        let name_for_load = name.clone();
-        let residency = engine.opts.residency;
-        let loaded =
-            tokio::task::spawn_blocking(move || -> eddy_manifest::Result<Option<Snapshot>> {
-                let manifest = store.latest_manifest(&name_for_load)?;
-                if ready && manifest.version <= current.version {
-                    return Ok(None);
-                }
-                Snapshot::load(&store, &manifest, &current, residency).map(Some)
-            })
-            .await;
-        match loaded {
-            Ok(Ok(Some(snapshot))) => {
-                failures = 0;
-                let m = &engine.metrics;
-                m.segments
-                    .with_label_values(&[&name])
-                    .set(snapshot.segments.len() as i64);
-                m.sealed_rows
-                    .with_label_values(&[&name])
-                    .set(snapshot.sealed_rows() as i64);
-                m.manifest_version
-                    .with_label_values(&[&name])
-                    .set(snapshot.version as i64);
-                m.served_bytes
-                    .with_label_values(&[&name, &engine.opts.residency.to_string()])
-                    .set(snapshot.file_bytes() as i64);
-                m.segment_loads.with_label_values(&["ok"]).inc();
-                if snapshot.version > 0 {
-                    info!(collection = %name, version = snapshot.version, segments = snapshot.segments.len(), "snapshot installed");
-                }
-                collection.install(snapshot);
-            }
-            Ok(Ok(None)) => {}
-            Ok(Err(e)) => {
-                failures += 1;
-                engine
-                    .metrics
-                    .segment_loads
-                    .with_label_values(&["error"])
-                    .inc();
-                if failures < 5 || failures.is_multiple_of(100) {
-                    warn!(collection = %name, error = %e, "loading the newest manifest");
-                }
-            }
-            Err(e) => error!(collection = %name, error = %e, "manifest loader panicked"),
-        }
-        tokio::time::sleep(engine.opts.manifest_poll).await;
     }
 }

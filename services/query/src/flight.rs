@@ -27,7 +27,8 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::collection::Collection;
 use crate::engine::Engine;
 use crate::error::ApiError;
-use crate::search::PayloadSelector;
+use crate::prepared::{PreparedSearch, QueryBatch};
+use crate::request::PayloadSelector;
 
 pub use batches::result_schema;
 
@@ -57,24 +58,25 @@ fn collection_path(descriptor: &FlightDescriptor) -> Result<String, ApiError> {
 }
 
 fn flight_info(collection: &Collection) -> Result<FlightInfo, ApiError> {
-    let schema = result_schema(&collection.def, &PayloadSelector::None);
-    let rows = collection.served.read().count();
-    let ticket = serde_json::json!({"collection": collection.def.name, "vectors": [], "k": 10});
+    let def = collection.def();
+    let schema = result_schema(def, &PayloadSelector::None);
+    let (rows, _) = collection.count();
+    let ticket = serde_json::json!({"collection": def.name, "vectors": [], "k": 10});
     Ok(FlightInfo::new()
         .try_with_schema(&schema)
         .map_err(|e| ApiError::Internal(e.to_string()))?
         .with_descriptor(FlightDescriptor::new_path(vec![
             "collections".into(),
-            collection.def.name.clone(),
+            def.name.clone(),
         ]))
         .with_total_records(rows as i64)
         .with_endpoint(FlightEndpoint::new().with_ticket(Ticket::new(ticket.to_string())))
         .with_app_metadata(
             serde_json::json!({
-                "dimension": collection.def.dimension,
-                "metric": collection.def.metric,
-                "id_type": collection.def.id_type,
-                "topic": collection.def.topic,
+                "dimension": def.dimension,
+                "metric": def.metric,
+                "id_type": def.id_type,
+                "topic": def.topic,
             })
             .to_string(),
         ))
@@ -166,7 +168,7 @@ impl FlightService for EddyFlight {
     ) -> Result<Response<SchemaResult>, Status> {
         let name = collection_path(request.get_ref())?;
         let collection = self.engine.collection(&name)?;
-        let schema = result_schema(&collection.def, &PayloadSelector::None);
+        let schema = result_schema(collection.def(), &PayloadSelector::None);
         let options = arrow_ipc::writer::IpcWriteOptions::default();
         let result = SchemaResult::try_from(SchemaAsIpc::new(&schema, &options))
             .map_err(|e| Status::internal(e.to_string()))?;
@@ -179,32 +181,21 @@ impl FlightService for EddyFlight {
     ) -> Result<Response<Self::DoGetStream>, Status> {
         let started = Instant::now();
         let r = async {
-            let mut ticket = request::parse_ticket(&request.get_ref().ticket)?;
+            let ticket = request::parse_ticket(&request.get_ref().ticket)?;
             let collection = self.engine.collection(&ticket.collection)?;
-            let schema = result_schema(&collection.def, &ticket.params.with_payload);
-            let vectors = ticket.vectors_for(collection.def.dimension as usize)?;
-            let n = vectors.len() as u64;
-            let result = self
-                .engine
-                .search(
-                    &ticket.collection,
-                    vectors,
-                    ticket.params.clone(),
-                    ticket.min_offsets,
-                )
-                .await?;
+            let def = collection.def();
+            let search = Arc::new(PreparedSearch::new(def, ticket.request)?);
+            let schema = result_schema(def, &search.params.with_payload);
+            let queries = QueryBatch::new(def, ticket.vectors)?;
+            let n = queries.len() as u64;
+            let result = self.engine.search(&collection, &search, queries).await?;
             self.engine
                 .metrics
                 .queries
                 .with_label_values(&["flight_get"])
                 .inc_by(n);
-            let batch = batches::results_batch(
-                &collection.def,
-                &schema,
-                &ticket.params.with_payload,
-                &result.hits,
-                0,
-            )?;
+            let batch =
+                batches::results_batch(def, &schema, &search.params.with_payload, &result.hits, 0)?;
             Ok::<_, ApiError>((schema, batch))
         }
         .await;
@@ -243,15 +234,16 @@ impl FlightService for EddyFlight {
             })?;
             let command = request::parse_exchange_command(&descriptor.cmd)?;
             let collection = self.engine.collection(&command.collection)?;
-            Ok::<_, ApiError>((command, collection))
+            let search = Arc::new(PreparedSearch::new(collection.def(), command.request)?);
+            Ok::<_, ApiError>((search, collection))
         })();
-        let (command, collection) = self.observed("flight_exchange_open", started, setup)?;
-        let schema = result_schema(&collection.def, &command.params.with_payload);
+        let (search, collection) = self.observed("flight_exchange_open", started, setup)?;
+        let schema = result_schema(collection.def(), &search.params.with_payload);
         let batches = FlightRecordBatchStreamAdapter::decode(first, input);
         let exchange = Arc::new(Exchange {
             engine: self.engine.clone(),
             collection,
-            command,
+            search,
             schema: schema.clone(),
         });
         let results: BoxStream<'static, Result<RecordBatch, FlightError>> = batches
@@ -292,12 +284,12 @@ impl FlightService for EddyFlight {
     }
 }
 
-/// One open DoExchange: the collection and command its first message named,
-/// and the schema of its answers.
+/// One open DoExchange: the collection its command named, the search made
+/// ready once for every batch, and the schema of its answers.
 struct Exchange {
     engine: Arc<Engine>,
     collection: Arc<Collection>,
-    command: request::ParsedCommand,
+    search: Arc<PreparedSearch>,
     schema: SchemaRef,
 }
 
@@ -309,23 +301,18 @@ impl Exchange {
         batch: Result<RecordBatch, FlightError>,
         base: u32,
     ) -> Result<RecordBatch, ApiError> {
-        let def = &self.collection.def;
-        let with_payload = &self.command.params.with_payload;
+        let def = self.collection.def();
+        let with_payload = &self.search.params.with_payload;
         let batch =
             batch.map_err(|e| ApiError::BadRequest(format!("decoding input batch: {e}")))?;
-        let vectors = batches::query_vectors(&batch, def.dimension as usize)?;
-        let n = vectors.len() as u64;
-        if n == 0 {
+        if batch.num_rows() == 0 {
             return batches::results_batch(def, &self.schema, with_payload, &[], base);
         }
+        let queries = batches::query_vectors(&batch, def)?;
+        let n = queries.len() as u64;
         let result = self
             .engine
-            .search(
-                &def.name,
-                vectors,
-                self.command.params.clone(),
-                self.command.min_offsets.clone(),
-            )
+            .search(&self.collection, &self.search, queries)
             .await?;
         self.engine
             .metrics

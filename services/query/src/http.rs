@@ -19,7 +19,11 @@ use serde_json::{json, Value};
 use crate::collection::Collection;
 use crate::engine::Engine;
 use crate::error::ApiError;
-use crate::search::{parse_quantization, BatchResult, Hit, PayloadSelector, SearchParams};
+use crate::prepared::{PreparedSearch, QueryBatch};
+use crate::request::{
+    SearchRequest, SearchRequestJson, Vectors, MAX_BATCH_GROUPS, MAX_BATCH_QUERIES,
+};
+use crate::results::{BatchResult, Hit};
 
 /// State shared by the handlers.
 #[derive(Clone)]
@@ -52,98 +56,52 @@ pub fn router(state: HttpState) -> Router {
         .with_state(state)
 }
 
-/// `with_payload`: a flag or a list of fields.
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(untagged)]
-enum WithPayload {
-    #[default]
-    None,
-    Flag(bool),
-    Fields(Vec<String>),
-}
-
-impl From<WithPayload> for PayloadSelector {
-    fn from(w: WithPayload) -> Self {
-        match w {
-            WithPayload::None | WithPayload::Flag(false) => PayloadSelector::None,
-            WithPayload::Flag(true) => PayloadSelector::All,
-            WithPayload::Fields(f) => PayloadSelector::Fields(f),
-        }
-    }
-}
-
-fn default_k() -> usize {
-    10
-}
-
-/// One search request.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SearchBody {
-    vector: Vec<f32>,
-    #[serde(default = "default_k", alias = "limit")]
-    k: usize,
-    #[serde(default)]
-    exact: bool,
-    #[serde(default)]
-    ef: Option<usize>,
-    #[serde(default)]
-    quantization: Option<String>,
-    #[serde(default)]
-    oversampling: Option<f32>,
-    #[serde(default)]
-    rescore: Option<bool>,
-    #[serde(default)]
-    with_payload: WithPayload,
-    #[serde(default)]
-    filter: Option<Value>,
-    #[serde(default)]
-    min_offsets: BTreeMap<u32, i64>,
-}
-
-/// A search body split into vector, options and read-your-writes offsets.
-type ParsedSearch = (Vec<f32>, SearchParams, BTreeMap<u32, i64>);
-
-impl SearchBody {
-    fn params(self) -> Result<ParsedSearch, ApiError> {
-        Ok((
-            self.vector,
-            SearchParams {
-                k: self.k,
-                ef: self.ef,
-                exact: self.exact,
-                quantization: parse_quantization(self.quantization.as_deref())?,
-                oversampling: self.oversampling,
-                rescore: self.rescore.unwrap_or(true),
-                filter: self.filter,
-                with_payload: self.with_payload.into(),
-            },
-            self.min_offsets,
-        ))
-    }
-}
-
+/// Body of `POST /search/batch`: one search request per entry.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BatchBody {
-    searches: Vec<SearchBody>,
+    searches: Vec<SearchRequestJson>,
 }
 
+/// Answer of `POST /search`.
 #[derive(Serialize)]
-struct HitJson {
-    id: PointId,
-    score: f32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    payload: Option<serde_json::Map<String, Value>>,
+struct SearchAnswer<'a> {
+    result: &'a [Hit],
+    offsets: &'a BTreeMap<u32, i64>,
+    took_ms: f64,
 }
 
-impl From<Hit> for HitJson {
-    fn from(h: Hit) -> Self {
-        Self {
-            id: h.id,
-            score: h.score,
-            payload: h.payload,
+/// One entry of the answer of `POST /search/batch`.
+#[derive(Serialize)]
+struct BatchEntry<'a> {
+    result: &'a [Hit],
+}
+
+/// Answer of `POST /search/batch`.
+#[derive(Serialize)]
+struct BatchAnswer<'a> {
+    results: Vec<BatchEntry<'a>>,
+    offsets: &'a BTreeMap<u32, i64>,
+    took_ms: f64,
+}
+
+/// The one query vector and the request of a search body; the collection
+/// is the path's (a body may repeat it).
+fn one_search(body: SearchRequestJson, path: &str) -> Result<(Vec<f32>, SearchRequest), ApiError> {
+    let parsed = body.into_parts()?;
+    if let Some(named) = parsed.collection.filter(|n| n != path) {
+        return Err(ApiError::BadRequest(format!(
+            "body names collection {named:?}, path names {path:?}"
+        )));
+    }
+    match parsed.vectors {
+        Some(Vectors::Rows(mut rows)) if rows.len() == 1 => {
+            Ok((rows.pop().unwrap_or_default(), parsed.request))
         }
+        Some(_) => Err(ApiError::BadRequest(
+            "a search takes one `vector`; send several through /search/batch".into(),
+        )),
+        None => Err(ApiError::BadRequest("missing field `vector`".into())),
     }
 }
 
@@ -172,42 +130,68 @@ where
     response
 }
 
-fn result_json(result: BatchResult, took: Instant) -> (Vec<Value>, Value, f64) {
-    let hits = result
-        .hits
-        .into_iter()
-        .map(|hits| json!(hits.into_iter().map(HitJson::from).collect::<Vec<_>>()))
-        .collect();
-    (
-        hits,
-        json!(result.offsets),
-        took.elapsed().as_secs_f64() * 1e3,
-    )
-}
-
 async fn search(
     State(state): State<HttpState>,
     Path(c): Path<String>,
-    payload: Result<Json<SearchBody>, JsonRejection>,
+    payload: Result<Json<SearchRequestJson>, JsonRejection>,
 ) -> Response {
     observed(&state, "http_search", async {
         let started = Instant::now();
-        let (vector, params, min_offsets) = body(payload)?.params()?;
-        let result = state
-            .engine
-            .search(&c, vec![vector], params, min_offsets)
-            .await?;
+        let (vector, request) = one_search(body(payload)?, &c)?;
+        let collection = state.engine.collection(&c)?;
+        let search = Arc::new(PreparedSearch::new(collection.def(), request)?);
+        let queries = QueryBatch::new(collection.def(), Vectors::Rows(vec![vector]))?;
+        let result = state.engine.search(&collection, &search, queries).await?;
         state
             .engine
             .metrics
             .queries
             .with_label_values(&["http_search"])
             .inc();
-        let (mut hits, offsets, took_ms) = result_json(result, started);
-        let result = hits.pop().unwrap_or_else(|| json!([]));
-        Ok(Json(json!({"result": result, "offsets": offsets, "took_ms": took_ms})).into_response())
+        Ok(Json(SearchAnswer {
+            result: result.hits.first().map_or(&[], Vec::as_slice),
+            offsets: &result.offsets,
+            took_ms: started.elapsed().as_secs_f64() * 1e3,
+        })
+        .into_response())
     })
     .await
+}
+
+/// Searches of a batch that share their options, run as one batch.
+struct Group {
+    request: SearchRequest,
+    /// (position in the request, query vector)
+    queries: Vec<(usize, Vec<f32>)>,
+}
+
+/// Groups a batch's searches by their options (at most
+/// [`MAX_BATCH_GROUPS`] different ones, [`MAX_BATCH_QUERIES`] in all).
+fn group_searches(searches: Vec<SearchRequestJson>, path: &str) -> Result<Vec<Group>, ApiError> {
+    if searches.len() > MAX_BATCH_QUERIES {
+        return Err(ApiError::BadRequest(format!(
+            "{} searches in one batch; at most {MAX_BATCH_QUERIES}",
+            searches.len()
+        )));
+    }
+    let mut groups: Vec<Group> = Vec::new();
+    for (i, s) in searches.into_iter().enumerate() {
+        let (vector, request) =
+            one_search(s, path).map_err(|e| ApiError::BadRequest(format!("search {i}: {e}")))?;
+        if let Some(g) = groups.iter_mut().find(|g| g.request == request) {
+            g.queries.push((i, vector));
+        } else if groups.len() < MAX_BATCH_GROUPS {
+            groups.push(Group {
+                request,
+                queries: vec![(i, vector)],
+            });
+        } else {
+            return Err(ApiError::BadRequest(format!(
+                "a batch may use at most {MAX_BATCH_GROUPS} different option sets"
+            )));
+        }
+    }
+    Ok(groups)
 }
 
 async fn search_batch(
@@ -217,36 +201,33 @@ async fn search_batch(
 ) -> Response {
     observed(&state, "http_batch", async {
         let started = Instant::now();
-        let batch = body(payload)?;
-        let n = batch.searches.len();
-        // Requests that share options run as one batch on the pool; others
-        // run one by one.
-        let mut results = Vec::with_capacity(n);
-        let mut offsets = Value::Null;
-        let mut parsed = Vec::with_capacity(n);
-        for (i, s) in batch.searches.into_iter().enumerate() {
-            parsed.push(
-                s.params()
-                    .map_err(|e| ApiError::BadRequest(format!("search {i}: {e}")))?,
-            );
+        let groups = group_searches(body(payload)?.searches, &c)?;
+        let n: usize = groups.iter().map(|g| g.queries.len()).sum();
+        let collection = state.engine.collection(&c)?;
+        let def = collection.def();
+        let mut runs = Vec::with_capacity(groups.len());
+        for group in groups {
+            let search = Arc::new(PreparedSearch::new(def, group.request)?);
+            let queries = QueryBatch::from_rows(def, group.queries.iter().map(|q| q.1.as_slice()))?;
+            let positions: Vec<usize> = group.queries.iter().map(|q| q.0).collect();
+            let engine = &state.engine;
+            let collection = &collection;
+            runs.push(async move {
+                let result = engine.search(collection, &search, queries).await?;
+                Ok::<_, ApiError>((positions, result))
+            });
         }
-        let uniform = parsed
-            .windows(2)
-            .all(|w| w[0].1 == w[1].1 && w[0].2 == w[1].2);
-        if uniform && !parsed.is_empty() {
-            let (params, min) = (parsed[0].1.clone(), parsed[0].2.clone());
-            let queries = parsed.into_iter().map(|(v, _, _)| v).collect();
-            let result = state.engine.search(&c, queries, params, min).await?;
-            let (hits, o, _) = result_json(result, started);
-            results = hits;
-            offsets = o;
-        } else {
-            for (v, params, min) in parsed {
-                let result = state.engine.search(&c, vec![v], params, min).await?;
-                let (mut hits, o, _) = result_json(result, started);
-                results.push(hits.pop().unwrap_or_else(|| json!([])));
-                offsets = o;
+        let mut hits: Vec<Vec<Hit>> = vec![Vec::new(); n];
+        let mut all = BatchResult::default();
+        for run in futures::future::join_all(runs).await {
+            let (positions, mut result) = run?;
+            for (pos, h) in positions.into_iter().zip(result.hits.drain(..)) {
+                hits[pos] = h;
             }
+            all.extend(BatchResult {
+                hits: vec![Vec::new()],
+                offsets: result.offsets,
+            });
         }
         state
             .engine
@@ -254,35 +235,26 @@ async fn search_batch(
             .queries
             .with_label_values(&["http_batch"])
             .inc_by(n as u64);
-        let results: Vec<Value> = results.into_iter().map(|r| json!({"result": r})).collect();
-        let took_ms = started.elapsed().as_secs_f64() * 1e3;
-        Ok(
-            Json(json!({"results": results, "offsets": offsets, "took_ms": took_ms}))
-                .into_response(),
-        )
+        Ok(Json(BatchAnswer {
+            results: hits.iter().map(|h| BatchEntry { result: h }).collect(),
+            offsets: &all.offsets,
+            took_ms: started.elapsed().as_secs_f64() * 1e3,
+        })
+        .into_response())
     })
     .await
 }
 
 fn collection_info(c: &Collection) -> Value {
-    let served = c.served.read();
+    let def = c.def();
     json!({
-        "name": c.def.name,
-        "topic": c.def.topic,
-        "dimension": c.def.dimension,
-        "metric": c.def.metric,
-        "id_type": c.def.id_type,
-        "payload_fields": c.def.payload_fields,
-        "status": {
-            "ready": c.is_ready(),
-            "manifest_version": served.snapshot.version,
-            "segments": served.snapshot.segments.len(),
-            "indexed_segments": served.snapshot.segments.iter().filter(|s| s.index.is_some()).count(),
-            "sealed_rows": served.snapshot.sealed_rows(),
-            "tail_rows": served.tail.live_rows(),
-            "points": served.count(),
-            "offsets": served.visible_offsets(),
-        }
+        "name": def.name,
+        "topic": def.topic,
+        "dimension": def.dimension,
+        "metric": def.metric,
+        "id_type": def.id_type,
+        "payload_fields": def.payload_fields,
+        "status": c.status(),
     })
 }
 
@@ -368,7 +340,7 @@ async fn get_point(
 ) -> Response {
     observed(&state, "http_point", async {
         let collection = state.engine.collection(&c)?;
-        let id = PointId::parse(&id, collection.def.id_type)
+        let id = PointId::parse(&id, collection.def().id_type)
             .map_err(|e| ApiError::BadRequest(e.to_string()))?;
         let point = collection
             .get(&id)
@@ -405,11 +377,8 @@ async fn count(
                 "payload filters are not supported by this version yet".into(),
             ));
         }
-        let served = collection.served.read();
-        Ok(
-            Json(json!({"count": served.count(), "offsets": served.visible_offsets()}))
-                .into_response(),
-        )
+        let (count, offsets) = collection.count();
+        Ok(Json(json!({"count": count, "offsets": offsets})).into_response())
     })
     .await
 }

@@ -5,8 +5,12 @@
 //! - [`config`]: the flags and the engine options derived from them;
 //! - [`engine`]: the served collections, manifest watchers, tails, and the
 //!   async search entry point that runs CPU work on a rayon pool;
-//! - [`collection`]: one collection's snapshot + tail behind one lock;
-//! - [`search`]: masking and merging across segments and the tail;
+//! - [`collection`]: one collection's snapshot + tail behind one lock, and
+//!   the search over both (masking, merging, one score conversion);
+//! - [`request`]: the one search request every door parses (defaults and
+//!   caps), made ready per collection in [`prepared`] (filter parsed once,
+//!   query vectors flat) and answered as [`results`];
+//! - [`cpu`]: the one way CPU work leaves the runtime;
 //! - [`tail`]: the Kafka tail consumer;
 //! - [`http`] and [`flight`]: the two APIs, sharing [`error::ApiError`];
 //!   `server` binds and runs them.
@@ -14,14 +18,18 @@
 pub mod admission;
 pub mod collection;
 pub mod config;
+pub mod cpu;
 pub mod engine;
 pub mod error;
 pub mod flight;
 pub mod http;
 pub mod metrics;
-pub mod search;
+pub mod prepared;
+pub mod request;
+pub mod results;
 mod server;
 pub mod tail;
+mod watcher;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -3,7 +3,6 @@
 //! soon as it is read, long before ingest seals it.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -25,8 +24,8 @@ const WATERMARK_TIMEOUT: Duration = Duration::from_millis(500);
 /// Runs the tail of `collection` until its stop flag is set (blocking; run
 /// it on a dedicated thread).
 pub fn run_tail(collection: Arc<Collection>, kafka: &KafkaSettings, metrics: QueryMetrics) {
-    let name = collection.def.name.clone();
-    let topic = collection.def.topic.clone();
+    let name = collection.name().to_owned();
+    let topic = collection.def().topic.clone();
     let client = kafka.tail_consumer(&format!("eddy-query-tail.{name}"));
     let consumer: BaseConsumer = match client.create() {
         Ok(c) => c,
@@ -38,8 +37,8 @@ pub fn run_tail(collection: Arc<Collection>, kafka: &KafkaSettings, metrics: Que
     // Wait for the first snapshot (its cut-offs are where the tail starts)
     // and for the topic to exist.
     let mut partitions = 0;
-    while !collection.stop.load(Ordering::Relaxed) {
-        if collection.snapshot_ready.load(Ordering::Acquire) {
+    while !collection.is_stopped() {
+        if collection.snapshot_ready() {
             match consumer.fetch_metadata(Some(&topic), Duration::from_secs(2)) {
                 Ok(md) => {
                     partitions = md
@@ -59,7 +58,7 @@ pub fn run_tail(collection: Arc<Collection>, kafka: &KafkaSettings, metrics: Que
     if partitions == 0 {
         return;
     }
-    let cutoffs = collection.served.read().snapshot.cutoffs.clone();
+    let cutoffs = collection.snapshot().cutoffs.clone();
     let mut tpl = TopicPartitionList::new();
     for p in 0..partitions as i32 {
         let offset = match cutoffs.get(&(p as u32)) {
@@ -74,12 +73,12 @@ pub fn run_tail(collection: Arc<Collection>, kafka: &KafkaSettings, metrics: Que
         tracing::error!(collection = %name, error = %e, "assigning the tail");
         return;
     }
-    collection.tail_ready.store(true, Ordering::Release);
+    collection.set_tail_ready();
     info!(collection = %name, topic = %topic, partitions, "tail started");
 
     let mut last_lag = Instant::now();
     let mut batch: Vec<BorrowedMessage<'_>> = Vec::with_capacity(MAX_BATCH);
-    while !collection.stop.load(Ordering::Relaxed) {
+    while !collection.is_stopped() {
         batch.clear();
         match consumer.poll(Duration::from_millis(50)) {
             Some(Ok(m)) => batch.push(m),
@@ -108,14 +107,13 @@ pub fn run_tail(collection: Arc<Collection>, kafka: &KafkaSettings, metrics: Que
 }
 
 fn apply_batch(collection: &Collection, batch: &[BorrowedMessage<'_>], metrics: &QueryMetrics) {
-    let name = collection.def.name.as_str();
+    let name = collection.name();
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
     let mut outcomes: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut latencies = Vec::with_capacity(batch.len());
-    {
-        let mut live = collection.served.write();
+    collection.apply_tail(|live| {
         for msg in batch {
             let partition = msg.partition() as u32;
             let offset = msg.offset();
@@ -127,7 +125,7 @@ fn apply_batch(collection: &Collection, batch: &[BorrowedMessage<'_>], metrics: 
             }
             live.applied.insert(partition, offset + 1);
             let event = eddy_kafka::event_message(msg);
-            let outcome = match eddy_event::decode(&collection.def, event) {
+            let outcome = match eddy_event::decode(collection.def(), event) {
                 Ok(Event::Upsert(point)) => {
                     let payload = if point.payload.is_empty() {
                         Vec::new()
@@ -161,8 +159,7 @@ fn apply_batch(collection: &Collection, batch: &[BorrowedMessage<'_>], metrics: 
                 .with_label_values(&[name, &p.to_string()])
                 .set(off);
         }
-    }
-    collection.changed.notify_waiters();
+    });
     for (outcome, n) in outcomes {
         metrics
             .tail_events
@@ -183,11 +180,11 @@ fn update_lag(
     partitions: usize,
     metrics: &QueryMetrics,
 ) {
-    let visible = collection.served.read().visible_offsets();
+    let visible = collection.visible_offsets();
     let positions = (0..partitions as u32).map(|p| (p, visible.get(&p).copied().unwrap_or(0)));
     let lags = eddy_kafka::partition_lags(
         consumer,
-        &collection.def.topic,
+        &collection.def().topic,
         positions,
         WATERMARK_TIMEOUT,
     );
@@ -195,7 +192,7 @@ fn update_lag(
         if let Ok(lag) = lag {
             metrics
                 .lag
-                .with_label_values(&[&collection.def.name, &partition.to_string()])
+                .with_label_values(&[collection.name(), &partition.to_string()])
                 .set(lag);
         }
     }

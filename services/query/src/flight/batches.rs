@@ -13,7 +13,9 @@ use eddy_model::{CollectionDef, FieldType, IdType, PointId};
 use serde_json::Value;
 
 use crate::error::ApiError;
-use crate::search::{Hit, PayloadSelector};
+use crate::prepared::QueryBatch;
+use crate::request::PayloadSelector;
+use crate::results::Hit;
 
 /// Name of the input column holding query vectors.
 pub const VECTOR_COLUMN: &str = "vector";
@@ -100,7 +102,7 @@ pub fn results_batch(
             let mut b = StringBuilder::new();
             for r in &rows {
                 match &r.2.payload {
-                    Some(p) => b.append_value(Value::Object(p.clone()).to_string()),
+                    Some(p) => b.append_value(p.json_text()),
                     None => b.append_null(),
                 }
             }
@@ -111,28 +113,28 @@ pub fn results_batch(
                 let values = rows.iter().map(|r| {
                     r.2.payload
                         .as_ref()
-                        .and_then(|p| p.get(name))
+                        .and_then(|p| p.field(name))
                         .filter(|v| !v.is_null())
                 });
                 let column: ArrayRef = match payload_type(def, name) {
                     DataType::Int64 => {
                         let mut b = Int64Builder::new();
-                        values.for_each(|v| b.append_option(v.and_then(Value::as_i64)));
+                        values.for_each(|v| b.append_option(v.as_ref().and_then(Value::as_i64)));
                         Arc::new(b.finish())
                     }
                     DataType::Float64 => {
                         let mut b = Float64Builder::new();
-                        values.for_each(|v| b.append_option(v.and_then(Value::as_f64)));
+                        values.for_each(|v| b.append_option(v.as_ref().and_then(Value::as_f64)));
                         Arc::new(b.finish())
                     }
                     DataType::Boolean => {
                         let mut b = BooleanBuilder::new();
-                        values.for_each(|v| b.append_option(v.and_then(Value::as_bool)));
+                        values.for_each(|v| b.append_option(v.as_ref().and_then(Value::as_bool)));
                         Arc::new(b.finish())
                     }
                     _ => {
                         let mut b = StringBuilder::new();
-                        values.for_each(|v| b.append_option(v.map(text)));
+                        values.for_each(|v| b.append_option(v.as_ref().map(text)));
                         Arc::new(b.finish())
                     }
                 };
@@ -144,9 +146,11 @@ pub fn results_batch(
         .map_err(|e| ApiError::Internal(format!("building results: {e}")))
 }
 
-/// The query vectors of an input batch: column `vector` as
-/// `FixedSizeList<Float32>` or `List<Float32>`, no nulls.
-pub fn query_vectors(batch: &RecordBatch, dim: usize) -> Result<Vec<Vec<f32>>, ApiError> {
+/// The query vectors of an input batch, copied once into a flat, checked
+/// [`QueryBatch`]: column `vector` as `FixedSizeList<Float32>` or
+/// `List<Float32>`, no nulls.
+pub fn query_vectors(batch: &RecordBatch, def: &CollectionDef) -> Result<QueryBatch, ApiError> {
+    let dim = def.dimension as usize;
     let column = batch.column_by_name(VECTOR_COLUMN).ok_or_else(|| {
         ApiError::BadRequest(format!(
             "input batch needs a `{VECTOR_COLUMN}` column (FixedSizeList<Float32, {dim}>); it has {:?}",
@@ -158,35 +162,53 @@ pub fn query_vectors(batch: &RecordBatch, dim: usize) -> Result<Vec<Vec<f32>>, A
             "`{VECTOR_COLUMN}` holds null vectors"
         )));
     }
-    let rows: Vec<ArrayRef> = if let Some(l) = column.as_any().downcast_ref::<FixedSizeListArray>()
-    {
-        (0..l.len()).map(|i| l.value(i)).collect()
-    } else if let Some(l) = column.as_any().downcast_ref::<ListArray>() {
-        (0..l.len()).map(|i| l.value(i)).collect()
-    } else if let Some(l) = column.as_any().downcast_ref::<LargeListArray>() {
-        (0..l.len()).map(|i| l.value(i)).collect()
-    } else {
+    let (values, offsets): (&ArrayRef, Vec<usize>) =
+        if let Some(l) = column.as_any().downcast_ref::<FixedSizeListArray>() {
+            let width = l.value_length() as usize;
+            let start = l.offset() * width;
+            (
+                l.values(),
+                (0..=l.len()).map(|i| start + i * width).collect(),
+            )
+        } else if let Some(l) = column.as_any().downcast_ref::<ListArray>() {
+            (
+                l.values(),
+                l.value_offsets().iter().map(|&o| o as usize).collect(),
+            )
+        } else if let Some(l) = column.as_any().downcast_ref::<LargeListArray>() {
+            (
+                l.values(),
+                l.value_offsets().iter().map(|&o| o as usize).collect(),
+            )
+        } else {
+            return Err(ApiError::BadRequest(format!(
+                "`{VECTOR_COLUMN}` must be FixedSizeList<Float32, {dim}> or List<Float32>, got {}",
+                column.data_type()
+            )));
+        };
+    let floats = values
+        .as_any()
+        .downcast_ref::<Float32Array>()
+        .ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "`{VECTOR_COLUMN}` items must be Float32, got {}",
+                values.data_type()
+            ))
+        })?;
+    let all = floats.values();
+    let rows = offsets.windows(2).map(|w| (w[0], w[1]));
+    if floats.null_count() > 0 {
+        if let Some(i) = rows
+            .clone()
+            .position(|(a, b)| (a..b).any(|j| floats.is_null(j)))
+        {
+            return Err(ApiError::BadRequest(format!("vector {i} holds nulls")));
+        }
+    }
+    if offsets.last().is_some_and(|&end| end > all.len()) {
         return Err(ApiError::BadRequest(format!(
-            "`{VECTOR_COLUMN}` must be FixedSizeList<Float32, {dim}> or List<Float32>, got {}",
-            column.data_type()
+            "`{VECTOR_COLUMN}` offsets run past its values"
         )));
-    };
-    rows.into_iter()
-        .enumerate()
-        .map(|(i, values)| {
-            let floats = values
-                .as_any()
-                .downcast_ref::<Float32Array>()
-                .ok_or_else(|| {
-                    ApiError::BadRequest(format!(
-                        "`{VECTOR_COLUMN}` items must be Float32, got {}",
-                        values.data_type()
-                    ))
-                })?;
-            if floats.null_count() > 0 {
-                return Err(ApiError::BadRequest(format!("vector {i} holds nulls")));
-            }
-            Ok(floats.values().to_vec())
-        })
-        .collect()
+    }
+    QueryBatch::from_rows(def, rows.map(|(a, b)| &all[a..b]))
 }

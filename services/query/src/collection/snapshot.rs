@@ -1,14 +1,12 @@
-//! A served collection: the installed snapshot of sealed segments plus the
-//! in-memory tail, behind one lock so a query sees both consistently.
+//! One manifest version as served: its segments mapped (or held in huge
+//! pages), their index files checked, their delete bitmaps loaded.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use eddy_manifest::{Manifest, SegmentEntry, Store};
-use eddy_model::{CollectionDef, PointId};
-use eddy_segment::{Growing, Residency, Segment, SegmentIndex};
-use parking_lot::RwLock;
+use eddy_model::PointId;
+use eddy_segment::{Residency, Segment, SegmentIndex};
 use roaring::RoaringBitmap;
 
 /// A sealed segment as served: the map and its delete bitmap.
@@ -132,101 +130,5 @@ fn load_index(
             tracing::error!(collection, index = name, error = %e, "segment index unusable; searching the segment exactly");
             None
         }
-    }
-}
-
-/// What a collection serves: the installed snapshot plus the tail;
-/// everything a query reads, changed only under the write lock.
-#[derive(Debug)]
-pub struct Served {
-    /// The installed snapshot.
-    pub snapshot: Arc<Snapshot>,
-    /// Fresh events not yet in the snapshot's segments.
-    pub tail: Growing,
-    /// Per partition, the next offset the tail will apply.
-    pub applied: BTreeMap<u32, i64>,
-}
-
-impl Served {
-    /// Per partition, the first offset a query does not reflect yet.
-    pub fn visible_offsets(&self) -> BTreeMap<u32, i64> {
-        let mut out = self.snapshot.cutoffs.clone();
-        for (p, off) in &self.applied {
-            let e = out.entry(*p).or_insert(*off);
-            *e = (*e).max(*off);
-        }
-        out
-    }
-
-    /// Whether every `(partition, offset)` in `min` is visible.
-    pub fn reflects(&self, min: &BTreeMap<u32, i64>) -> bool {
-        let visible = self.visible_offsets();
-        min.iter()
-            .all(|(p, off)| visible.get(p).is_some_and(|v| v > off))
-    }
-
-    /// Live rows: sealed rows not masked by the tail, plus the tail's rows.
-    pub fn count(&self) -> u64 {
-        let masked = self
-            .tail
-            .touches()
-            .filter(|(id, _)| self.snapshot.find(id).is_some())
-            .count() as u64;
-        self.snapshot.sealed_rows() - masked + self.tail.live_rows() as u64
-    }
-}
-
-/// A collection being served.
-#[derive(Debug)]
-pub struct Collection {
-    /// Its definition.
-    pub def: CollectionDef,
-    /// Snapshot and tail.
-    pub served: RwLock<Served>,
-    /// Woken whenever the tail applies events or a snapshot is installed.
-    pub changed: tokio::sync::Notify,
-    /// Set once the first snapshot is installed.
-    pub snapshot_ready: AtomicBool,
-    /// Set once the tail is assigned its partitions.
-    pub tail_ready: AtomicBool,
-    /// Set to stop the collection's tail and watcher.
-    pub stop: AtomicBool,
-}
-
-impl Collection {
-    /// A collection with nothing loaded yet.
-    pub fn new(def: CollectionDef) -> Self {
-        let tail = Growing::new(def.dimension as usize, def.metric, def.id_type);
-        Self {
-            def,
-            served: RwLock::new(Served {
-                snapshot: Arc::new(Snapshot::default()),
-                tail,
-                applied: BTreeMap::new(),
-            }),
-            changed: tokio::sync::Notify::new(),
-            snapshot_ready: AtomicBool::new(false),
-            tail_ready: AtomicBool::new(false),
-            stop: AtomicBool::new(false),
-        }
-    }
-
-    /// Installs a newer snapshot and drops the tail rows it now covers, in
-    /// one step, so no query sees a row twice or misses one.
-    pub fn install(&self, snapshot: Snapshot) {
-        let mut served = self.served.write();
-        if snapshot.version < served.snapshot.version {
-            return;
-        }
-        served.tail.prune_below(&snapshot.cutoffs);
-        served.snapshot = Arc::new(snapshot);
-        drop(served);
-        self.snapshot_ready.store(true, Ordering::Release);
-        self.changed.notify_waiters();
-    }
-
-    /// Whether the collection serves queries (snapshot installed, tail running).
-    pub fn is_ready(&self) -> bool {
-        self.snapshot_ready.load(Ordering::Acquire) && self.tail_ready.load(Ordering::Acquire)
     }
 }

@@ -1,0 +1,228 @@
+//! A served collection: the installed snapshot of sealed segments plus the
+//! in-memory tail, behind one lock so a query sees both consistently. Its
+//! fields are private: the watcher installs snapshots, the tail applies
+//! events, and searches read, each through a method here.
+
+mod search;
+mod snapshot;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use eddy_model::CollectionDef;
+use eddy_segment::Growing;
+use parking_lot::RwLock;
+use tokio::time::Instant;
+
+pub use search::PointRecord;
+pub use snapshot::{LoadedSegment, Snapshot};
+
+/// What a collection serves: the installed snapshot plus the tail;
+/// everything a query reads, changed only under the write lock.
+#[derive(Debug)]
+pub struct Served {
+    /// The installed snapshot.
+    pub snapshot: Arc<Snapshot>,
+    /// Fresh events not yet in the snapshot's segments.
+    pub tail: Growing,
+    /// Per partition, the next offset the tail will apply.
+    pub applied: BTreeMap<u32, i64>,
+}
+
+impl Served {
+    /// Per partition, the first offset a query does not reflect yet.
+    pub fn visible_offsets(&self) -> BTreeMap<u32, i64> {
+        let mut out = self.snapshot.cutoffs.clone();
+        for (p, off) in &self.applied {
+            let e = out.entry(*p).or_insert(*off);
+            *e = (*e).max(*off);
+        }
+        out
+    }
+
+    /// Whether every `(partition, offset)` in `min` is visible.
+    pub fn reflects(&self, min: &BTreeMap<u32, i64>) -> bool {
+        let visible = self.visible_offsets();
+        min.iter()
+            .all(|(p, off)| visible.get(p).is_some_and(|v| v > off))
+    }
+
+    /// Live rows: sealed rows not masked by the tail, plus the tail's rows.
+    pub fn count(&self) -> u64 {
+        let masked = self
+            .tail
+            .touches()
+            .filter(|(id, _)| self.snapshot.find(id).is_some())
+            .count() as u64;
+        self.snapshot.sealed_rows() - masked + self.tail.live_rows() as u64
+    }
+}
+
+/// A collection's state as the HTTP API describes it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Status {
+    /// Snapshot installed and tail running.
+    pub ready: bool,
+    /// The installed manifest version.
+    pub manifest_version: u64,
+    /// Segments searched per query.
+    pub segments: usize,
+    /// Segments with a graph.
+    pub indexed_segments: usize,
+    /// Live rows in the segments.
+    pub sealed_rows: u64,
+    /// Live rows in the tail.
+    pub tail_rows: usize,
+    /// Live points (segments, tail masking applied).
+    pub points: u64,
+    /// Per partition, the first offset not reflected yet.
+    pub offsets: BTreeMap<u32, i64>,
+}
+
+/// A collection being served.
+#[derive(Debug)]
+pub struct Collection {
+    def: CollectionDef,
+    served: RwLock<Served>,
+    /// Woken whenever the tail applies events or a snapshot is installed.
+    changed: tokio::sync::Notify,
+    /// Set once the first snapshot is installed.
+    snapshot_ready: AtomicBool,
+    /// Set once the tail is assigned its partitions.
+    tail_ready: AtomicBool,
+    /// Set to stop the collection's tail and watcher.
+    stop: AtomicBool,
+}
+
+impl Collection {
+    /// A collection with nothing loaded yet.
+    pub fn new(def: CollectionDef) -> Self {
+        let tail = Growing::new(def.dimension as usize, def.metric, def.id_type);
+        Self {
+            def,
+            served: RwLock::new(Served {
+                snapshot: Arc::new(Snapshot::default()),
+                tail,
+                applied: BTreeMap::new(),
+            }),
+            changed: tokio::sync::Notify::new(),
+            snapshot_ready: AtomicBool::new(false),
+            tail_ready: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    /// Its definition.
+    pub fn def(&self) -> &CollectionDef {
+        &self.def
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.def.name
+    }
+
+    /// The installed snapshot.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.served.read().snapshot.clone()
+    }
+
+    /// Installs a newer snapshot and drops the tail rows it now covers, in
+    /// one step, so no query sees a row twice or misses one.
+    pub fn install(&self, snapshot: Snapshot) {
+        let mut served = self.served.write();
+        if snapshot.version < served.snapshot.version {
+            return;
+        }
+        served.tail.prune_below(&snapshot.cutoffs);
+        served.snapshot = Arc::new(snapshot);
+        drop(served);
+        self.snapshot_ready.store(true, Ordering::Release);
+        self.changed.notify_waiters();
+    }
+
+    /// Applies tail events under the write lock, then wakes requests
+    /// waiting for offsets.
+    pub fn apply_tail<R>(&self, apply: impl FnOnce(&mut Served) -> R) -> R {
+        let out = apply(&mut self.served.write());
+        self.changed.notify_waiters();
+        out
+    }
+
+    /// Per partition, the first offset a query does not reflect yet.
+    pub fn visible_offsets(&self) -> BTreeMap<u32, i64> {
+        self.served.read().visible_offsets()
+    }
+
+    /// Live points and the offsets that count reflects.
+    pub fn count(&self) -> (u64, BTreeMap<u32, i64>) {
+        let served = self.served.read();
+        (served.count(), served.visible_offsets())
+    }
+
+    /// Live rows in the tail.
+    pub fn tail_rows(&self) -> usize {
+        self.served.read().tail.live_rows()
+    }
+
+    /// Segments a query searches now.
+    pub fn segment_count(&self) -> usize {
+        self.served.read().snapshot.segments.len()
+    }
+
+    /// The state the HTTP API describes.
+    pub fn status(&self) -> Status {
+        let served = self.served.read();
+        let segments = &served.snapshot.segments;
+        Status {
+            ready: self.is_ready(),
+            manifest_version: served.snapshot.version,
+            segments: segments.len(),
+            indexed_segments: segments.iter().filter(|s| s.index.is_some()).count(),
+            sealed_rows: served.snapshot.sealed_rows(),
+            tail_rows: served.tail.live_rows(),
+            points: served.count(),
+            offsets: served.visible_offsets(),
+        }
+    }
+
+    /// Waits until every `(partition, offset)` in `min` is visible; false
+    /// if `deadline` passes first.
+    pub async fn wait_for(&self, min: &BTreeMap<u32, i64>, deadline: Instant) -> bool {
+        loop {
+            let notified = self.changed.notified();
+            if self.served.read().reflects(min) {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return false;
+            }
+        }
+    }
+
+    /// Whether the collection serves queries (snapshot installed, tail running).
+    pub fn is_ready(&self) -> bool {
+        self.snapshot_ready() && self.tail_ready.load(Ordering::Acquire)
+    }
+
+    /// Whether the first snapshot is installed.
+    pub fn snapshot_ready(&self) -> bool {
+        self.snapshot_ready.load(Ordering::Acquire)
+    }
+
+    /// Records that the tail holds its partitions.
+    pub fn set_tail_ready(&self) {
+        self.tail_ready.store(true, Ordering::Release);
+    }
+
+    /// Asks the tail and the watcher to stop.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`Collection::stop`] was called.
+    pub fn is_stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+}

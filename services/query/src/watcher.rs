@@ -1,0 +1,67 @@
+//! The manifest watcher of a collection: polls the store off the runtime,
+//! loads a newer version's files and installs the snapshot.
+
+use std::sync::Arc;
+
+use tracing::{error, info, warn};
+
+use crate::collection::{Collection, Snapshot};
+use crate::engine::Engine;
+
+/// Polls the store for new manifest versions of `collection` and installs them.
+pub(crate) async fn watch_manifests(engine: Arc<Engine>, collection: Arc<Collection>) {
+    let name = collection.name().to_owned();
+    let (residency, poll) = (engine.options().residency, engine.options().manifest_poll);
+    let mut failures = 0u32;
+    while !collection.is_stopped() {
+        let (store, current) = (engine.store().clone(), collection.snapshot());
+        let ready = collection.snapshot_ready();
+        let name_for_load = name.clone();
+        let loaded =
+            tokio::task::spawn_blocking(move || -> eddy_manifest::Result<Option<Snapshot>> {
+                let manifest = store.latest_manifest(&name_for_load)?;
+                if ready && manifest.version <= current.version {
+                    return Ok(None);
+                }
+                Snapshot::load(&store, &manifest, &current, residency).map(Some)
+            })
+            .await;
+        match loaded {
+            Ok(Ok(Some(snapshot))) => {
+                failures = 0;
+                let m = &engine.metrics;
+                m.segments
+                    .with_label_values(&[&name])
+                    .set(snapshot.segments.len() as i64);
+                m.sealed_rows
+                    .with_label_values(&[&name])
+                    .set(snapshot.sealed_rows() as i64);
+                m.manifest_version
+                    .with_label_values(&[&name])
+                    .set(snapshot.version as i64);
+                m.served_bytes
+                    .with_label_values(&[&name, &residency.to_string()])
+                    .set(snapshot.file_bytes() as i64);
+                m.segment_loads.with_label_values(&["ok"]).inc();
+                if snapshot.version > 0 {
+                    info!(collection = %name, version = snapshot.version, segments = snapshot.segments.len(), "snapshot installed");
+                }
+                collection.install(snapshot);
+            }
+            Ok(Ok(None)) => {}
+            Ok(Err(e)) => {
+                failures += 1;
+                engine
+                    .metrics
+                    .segment_loads
+                    .with_label_values(&["error"])
+                    .inc();
+                if failures < 5 || failures.is_multiple_of(100) {
+                    warn!(collection = %name, error = %e, "loading the newest manifest");
+                }
+            }
+            Err(e) => error!(collection = %name, error = %e, "manifest loader panicked"),
+        }
+        tokio::time::sleep(poll).await;
+    }
+}
