@@ -105,7 +105,7 @@ impl Store {
         &self.root
     }
 
-    fn dir(&self, collection: &str) -> PathBuf {
+    pub(crate) fn dir(&self, collection: &str) -> PathBuf {
         self.root.join("collections").join(collection)
     }
 
@@ -160,34 +160,37 @@ impl Store {
 
     /// The newest manifest version of `collection`, or version 0 (empty).
     pub fn latest_manifest(&self, collection: &str) -> Result<Manifest> {
+        match self.manifest_versions(collection)?.last() {
+            None => Ok(Manifest::empty(collection)),
+            Some(&v) => self.manifest(collection, v),
+        }
+    }
+
+    /// The manifest versions of `collection` in the store, oldest first.
+    pub fn manifest_versions(&self, collection: &str) -> Result<Vec<u64>> {
         let dir = self.dir(collection).join("manifests");
-        let mut newest: Option<u64> = None;
-        match fs::read_dir(&dir) {
-            Ok(entries) => {
-                for entry in entries {
-                    let entry = entry.map_err(Error::io(&dir))?;
-                    let name = entry.file_name();
-                    let version = name
-                        .to_str()
-                        .and_then(|n| n.strip_suffix(".json"))
-                        .and_then(|n| n.parse::<u64>().ok());
-                    if let Some(v) = version {
-                        newest = Some(newest.map_or(v, |n| n.max(v)));
-                    }
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        let mut versions = Vec::new();
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(versions),
             Err(e) => {
                 return Err(Error::Io {
                     path: dir,
                     source: e,
                 })
             }
+        };
+        for entry in entries {
+            let entry = entry.map_err(Error::io(&dir))?;
+            let name = entry.file_name();
+            let version = name
+                .to_str()
+                .and_then(|n| n.strip_suffix(".json"))
+                .and_then(|n| n.parse::<u64>().ok());
+            versions.extend(version);
         }
-        match newest {
-            None => Ok(Manifest::empty(collection)),
-            Some(v) => self.manifest(collection, v),
-        }
+        versions.sort_unstable();
+        Ok(versions)
     }
 
     /// Manifest version `version` of `collection`.
@@ -216,6 +219,16 @@ impl Store {
                 version: manifest.version,
             })
         }
+    }
+
+    /// Path of a file a manifest names (see [`Manifest::file_names`]).
+    pub fn file_path(&self, collection: &str, name: &str) -> PathBuf {
+        let sub = if name.ends_with(".del") {
+            "deletes"
+        } else {
+            "segments"
+        };
+        self.dir(collection).join(sub).join(name)
     }
 
     /// A fresh segment id and the path to write it at.

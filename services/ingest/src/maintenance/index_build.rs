@@ -76,25 +76,29 @@ impl Maintenance {
         if written.is_none() {
             return Ok(Built::Superseded);
         }
-        loop {
-            let latest = self.store.latest_manifest(collection)?;
+        let updated = self.store.update::<MaintenanceError>(collection, |latest| {
             let Some(pos) = latest
                 .segments
                 .iter()
                 .position(|s| s.id == segment && s.index.is_none())
             else {
-                remove_quietly(&path);
-                return Ok(Built::Superseded);
+                return Ok(None);
             };
             let mut next = latest.successor();
             next.segments[pos].index = Some(name.clone());
-            match self.store.publish(&next) {
-                Ok(()) => return Ok(Built::Published(next.version)),
-                Err(eddy_manifest::Error::Conflict { .. }) => continue,
-                Err(e) => {
+            Ok(Some(next))
+        });
+        match updated {
+            Ok(updated) => match updated.published {
+                Some(next) => Ok(Built::Published(next.version)),
+                None => {
                     remove_quietly(&path);
-                    return Err(e.into());
+                    Ok(Built::Superseded)
                 }
+            },
+            Err(e) => {
+                remove_quietly(&path);
+                Err(e)
             }
         }
     }

@@ -104,30 +104,35 @@ impl CollectionState {
     }
 
     /// Step 3: publishes the successor of the newest manifest with the
-    /// planned deletes, the written segment and the new offsets; on a
-    /// compare-and-swap conflict, re-reads, re-plans and tries again.
+    /// planned deletes, the written segment and the new offsets, through
+    /// [`Store::update`](eddy_manifest::Store::update): on a compare-and-swap
+    /// conflict it re-reads, re-plans and tries again.
     fn publish(&mut self, written: Option<&WrittenSegment>) -> Result<SealOutcome> {
-        loop {
-            let latest = self.store.latest_manifest(&self.def.name)?;
-            self.id_rows.sync(&self.store, &latest)?;
-            let deletes = self.plan_deletes(&latest);
-            let (next, committed) = self.successor(&latest, &deletes, written)?;
-            match self.store.publish(&next) {
-                Ok(()) => {
-                    if let Some(segment) = written {
-                        let ids = self.buffer.live_row_refs().map(|r| r.id.clone());
-                        self.id_rows.add_segment(&segment.id, ids);
-                    }
-                    // Only the delete files this seal wrote are read back.
-                    self.id_rows.sync(&self.store, &next)?;
-                    let version = next.version;
-                    self.manifest = next;
-                    return Ok(SealOutcome { version, committed });
-                }
-                Err(eddy_manifest::Error::Conflict { .. }) => self.count_conflict(),
-                Err(e) => return Err(e.into()),
-            }
+        let (store, name) = (self.store.clone(), self.def.name.clone());
+        let mut committed = BTreeMap::new();
+        let updated = store.update::<crate::Error>(&name, |latest| {
+            self.id_rows.sync(&self.store, latest)?;
+            let deletes = self.plan_deletes(latest);
+            let (next, covered) = self.successor(latest, &deletes, written)?;
+            committed = covered;
+            Ok(Some(next))
+        })?;
+        self.count_conflicts(updated.conflicts);
+        let next = updated
+            .published
+            .ok_or_else(|| crate::Error::Unpublished("seal"))?;
+        if let Some(segment) = written {
+            let rows = self
+                .buffer
+                .live_row_refs()
+                .map(|r| (r.id.clone(), (r.partition, r.offset)));
+            self.id_rows.add_segment(&segment.id, rows);
         }
+        // Only the delete files this seal wrote are read back.
+        self.id_rows.sync(&self.store, &next)?;
+        let version = next.version;
+        self.manifest = next;
+        Ok(SealOutcome { version, committed })
     }
 
     /// The version a seal publishes on top of `latest`: the planned delete
