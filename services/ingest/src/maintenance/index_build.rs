@@ -67,6 +67,9 @@ impl Maintenance {
 
     /// Builds, writes and publishes the index of one segment.
     fn index_segment(&self, collection: &str, segment: &str) -> Result<Built, MaintenanceError> {
+        let mut lease = self
+            .store
+            .take_lease(collection, "index", self.write_lease, None)?;
         let seg = Segment::open(&self.store.segment_path(collection, segment))?;
         let name = self.store.new_index_name(segment);
         let path = self.store.index_path(collection, &name);
@@ -76,6 +79,8 @@ impl Maintenance {
         if written.is_none() {
             return Ok(Built::Superseded);
         }
+        fail::fail_point!("index::before_publish");
+        lease.keep_for_publish(self.write_lease)?;
         let updated = self.store.update::<MaintenanceError>(collection, |latest| {
             let Some(pos) = latest
                 .segments

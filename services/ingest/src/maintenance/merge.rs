@@ -243,8 +243,7 @@ impl Maintenance {
     /// logs and counts the outcome.
     pub(super) fn merge_tier(&self, def: &CollectionDef, manifest: &Manifest, inputs: &[String]) {
         let started = Instant::now();
-        let outcome = write_merged(&self.store, def, manifest, inputs)
-            .and_then(|merged| Ok((publish_merged(&self.store, &def.name, &merged)?, merged)));
+        let outcome = self.merge_under_lease(def, manifest, inputs);
         let label = match &outcome {
             Ok((Some(version), merged)) => {
                 info!(collection = %def.name, inputs = inputs.len(), rows = merged.rows, segment = %merged.id, version, took_ms = started.elapsed().as_millis() as u64, "segments merged");
@@ -264,5 +263,22 @@ impl Maintenance {
             // Do not spin on a merge that keeps failing.
             std::thread::sleep(self.poll);
         }
+    }
+
+    /// Writes and publishes the merge under a lease that keeps garbage
+    /// collection away from its files until they are published.
+    fn merge_under_lease(
+        &self,
+        def: &CollectionDef,
+        manifest: &Manifest,
+        inputs: &[String],
+    ) -> Result<(Option<u64>, Merged), MaintenanceError> {
+        let mut lease = self
+            .store
+            .take_lease(&def.name, "merge", self.write_lease, None)?;
+        let merged = write_merged(&self.store, def, manifest, inputs)?;
+        fail::fail_point!("merge::before_publish");
+        lease.keep_for_publish(self.write_lease)?;
+        Ok((publish_merged(&self.store, &def.name, &merged)?, merged))
     }
 }

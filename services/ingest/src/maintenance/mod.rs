@@ -19,6 +19,7 @@ mod error;
 mod gc;
 mod index_build;
 pub mod merge;
+mod supervised;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,6 +38,7 @@ use crate::metrics::IngestMetrics;
 pub use error::MaintenanceError;
 pub use gc::GcSchedule;
 use merge::MergePolicy;
+use supervised::{run_supervised, Backoff};
 
 /// Name of the maintenance thread.
 const THREAD_NAME: &str = "eddy-maintenance";
@@ -54,6 +56,8 @@ pub(crate) struct Maintenance {
     merge: MergePolicy,
     /// Garbage collection of old manifests and unreferenced files (None = off).
     gc: Option<GcSchedule>,
+    /// Lease on the files a merge or index build writes until it publishes.
+    write_lease: Duration,
 }
 
 /// What the loop remembers between passes.
@@ -81,19 +85,34 @@ impl Maintenance {
             poll: Duration::from_millis(config.index_poll_ms.max(10)),
             merge: config.merge_policy(),
             gc: config.gc_schedule(),
+            write_lease: config.write_lease(),
         })
     }
 
-    /// Runs [`Maintenance::run`] on its own thread until `stop` is set.
+    /// Runs [`Maintenance::run`] on its own thread until `stop` is set,
+    /// restarted after a panic (counted in
+    /// `eddy_ingest_maintenance_restarts_total`).
     pub(crate) fn spawn(self, stop: Arc<AtomicBool>) -> Result<()> {
         std::thread::Builder::new()
             .name(THREAD_NAME.into())
-            .spawn(move || self.run(&stop))
+            .spawn(move || self.run_supervised(&stop, Backoff::default()))
             .map_err(|source| Error::Thread {
                 name: THREAD_NAME.into(),
                 source,
             })?;
         Ok(())
+    }
+
+    /// [`Maintenance::run`], restarted after a panic once `backoff` passed.
+    pub(crate) fn run_supervised(&self, stop: &AtomicBool, backoff: Backoff) {
+        let restarts = &self.metrics.maintenance_restarts;
+        run_supervised(
+            THREAD_NAME,
+            stop,
+            backoff,
+            || restarts.inc(),
+            || self.run(stop),
+        );
     }
 
     /// Runs passes until `stop` is set, sleeping after a pass that found
@@ -111,6 +130,7 @@ impl Maintenance {
     /// merge if one is due, else the index of its oldest unindexed segment.
     /// Returns whether any job ran.
     fn pass(&self, progress: &mut Progress, stop: &AtomicBool) -> bool {
+        fail::fail_point!("maintenance::pass");
         let collections = match self.store.collections() {
             Ok(c) => c,
             Err(e) => {

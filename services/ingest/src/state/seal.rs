@@ -50,10 +50,33 @@ impl CollectionState {
             return Ok(None);
         }
         let started = Instant::now();
-        let written = self.write_segment()?;
-        let outcome = self.publish(written.as_ref())?;
+        let mut attempt = 0;
+        let outcome = loop {
+            attempt += 1;
+            match self.write_and_publish() {
+                Err(crate::Error::Store(eddy_manifest::Error::MissingFile { path }))
+                    if attempt < 3 =>
+                {
+                    warn!(collection = %self.def.name, path = %path.display(), "a file of the seal was collected while it stalled; writing it again");
+                }
+                other => break other?,
+            }
+        };
+        fail::fail_point!("seal::before_commit");
         self.start_new_buffer(&outcome, started);
         Ok(Some(outcome))
+    }
+
+    /// Steps 1 to 3 under a lease that keeps garbage collection away from
+    /// the files until they are published (or the lease expires: then the
+    /// publish finds a file missing and fails instead of naming it).
+    fn write_and_publish(&mut self) -> Result<SealOutcome> {
+        let ttl = self.policy.write_lease;
+        let mut lease = self.store.take_lease(&self.def.name, "seal", ttl, None)?;
+        let written = self.write_segment()?;
+        fail::fail_point!("seal::before_publish");
+        lease.keep_for_publish(ttl)?;
+        self.publish(written.as_ref())
     }
 
     /// Step 1: writes the buffer's live rows as a new segment file (none when
