@@ -168,3 +168,87 @@ impl Maintenance {
         self.index_next(&def.name, &manifest, failed_builds)
     }
 }
+
+#[cfg(all(test, feature = "failpoints"))]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use clap::Parser as _;
+    use eddy_manifest::SegmentEntry;
+    use eddy_model::{IdType, Metric, PointId};
+    use eddy_segment::Growing;
+
+    use super::*;
+
+    /// A store with collection `c` holding one flat segment of 64 rows.
+    fn store_with_a_flat_segment(dir: &std::path::Path) -> Store {
+        let store = Store::open(dir).expect("store");
+        store
+            .create_collection(&CollectionDef::new("c", 2))
+            .expect("collection");
+        let mut rows = Growing::new(2, Metric::Cosine, IdType::U64);
+        for id in 0..64u64 {
+            rows.upsert(PointId::Num(id), &[1.0, id as f32], b"", 0, id as i64);
+        }
+        let (id, path) = store.new_segment("c");
+        let bytes = rows
+            .write_segment(&path, &BTreeMap::new())
+            .expect("segment");
+        let updated = store
+            .update::<eddy_manifest::Error>("c", |latest| {
+                let mut next = latest.successor();
+                next.segments.push(SegmentEntry {
+                    id: id.clone(),
+                    rows: 64,
+                    bytes,
+                    deletes: None,
+                    deleted: 0,
+                    offset_ranges: BTreeMap::from([(0, (0, 63))]),
+                    index: None,
+                });
+                next.partitions.entry(0).or_default().next_offset = 64;
+                Ok(Some(next))
+            })
+            .expect("published");
+        assert!(updated.published.is_some());
+        store
+    }
+
+    #[test]
+    fn a_panic_in_a_pass_restarts_the_thread_and_indexing_continues() {
+        let scenario = fail::FailScenario::setup();
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = store_with_a_flat_segment(dir.path());
+        let config = IngestConfig::parse_from([
+            "eddy-ingest",
+            "--min-graph-rows",
+            "8",
+            "--index-poll-ms",
+            "10",
+            "--gc-interval-ms",
+            "0",
+        ]);
+        let metrics = IngestMetrics::new(&prometheus::Registry::new()).expect("metrics");
+        let maintenance = Maintenance::new(&config, store.clone(), metrics.clone()).expect("new");
+        fail::cfg("maintenance::pass", "1*panic").expect("failpoint");
+        let stop = AtomicBool::new(false);
+        let backoff = Backoff {
+            min: Duration::from_millis(1),
+            max: Duration::from_millis(10),
+        };
+        std::thread::scope(|s| {
+            s.spawn(|| maintenance.run_supervised(&stop, backoff));
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while store.latest_manifest("c").expect("latest").segments[0]
+                .index
+                .is_none()
+            {
+                assert!(Instant::now() < deadline, "the segment never got its index");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        assert_eq!(metrics.maintenance_restarts.get(), 1);
+        scenario.teardown();
+    }
+}
