@@ -39,6 +39,10 @@ cargo clippy --locked --workspace --all-targets -- -D warnings
 log "cargo test (best kernel backend: $(grep -o -m1 -w 'avx512f\|avx2' /proc/cpuinfo 2>/dev/null || echo scalar))"
 cargo test --locked --workspace
 
+log "crash-point tests (eddy-ingest with the failpoints feature; never in a release build)"
+cargo test --locked -p eddy-ingest --features failpoints --lib --test failpoints
+cargo test --locked -p eddy-ingest --features failpoints --test kill -- crash_points
+
 if grep -q -w avx2 /proc/cpuinfo 2>/dev/null; then
   log "kernel and quantizer tests with the AVX2 backend forced"
   EDDY_KERNELS_BACKEND=avx2 cargo test --locked -p eddy-kernels -p eddy-quant
