@@ -274,7 +274,7 @@ async fn a_stopped_worker_resumed_after_its_partitions_moved_doubles_nothing() {
         assert!(
             Instant::now() < deadline,
             "A's late publish was never fenced\n{}",
-            support::log_tails(&[log_a.clone()])
+            support::log_tails(std::slice::from_ref(&log_a))
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
