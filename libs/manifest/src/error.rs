@@ -39,6 +39,24 @@ pub enum Error {
         /// The version that was taken.
         version: u64,
     },
+    /// A manifest about to be published names a file that does not exist
+    /// (garbage-collected while its writer stalled): nothing was published,
+    /// the writer must write its files again.
+    #[error("store {path}: missing; a manifest naming it is not published")]
+    MissingFile {
+        /// The missing file.
+        path: PathBuf,
+    },
+    /// An update built a version that is not the successor of the newest.
+    #[error("manifest update of {collection}: version {version} does not follow {latest}")]
+    NotASuccessor {
+        /// The collection.
+        collection: String,
+        /// The newest version.
+        latest: u64,
+        /// The version the update built.
+        version: u64,
+    },
     /// The collection exists with a different definition.
     #[error("collection {0} already exists with a different definition")]
     CollectionConflict(String),

@@ -3,20 +3,26 @@
 //! (merged away, re-indexed, superseded delete bitmaps, leftovers of crashed
 //! writers).
 //!
-//! Safety rests on two rules. A manifest version is retained while it is one
-//! of the newest `keep_versions` or younger than `grace`, so a reader that has
-//! just read an older version still finds every file it names. An unreferenced
-//! file is removed only once it is older than `grace`, so a file that a writer
-//! has written but not yet published (a sealed segment, an index, a merge held
-//! at its commit) is never taken from under it.
+//! Safety rests on three rules. A manifest version is retained while it is
+//! one of the newest `keep_versions`, younger than `grace`, or pinned by a
+//! valid [lease](crate::Lease), so a reader that has just read an older
+//! version still finds every file it names. An unreferenced file is removed
+//! only once it is older than `grace` *and* older than every retained
+//! manifest *and* older than every valid lease: a writer takes a lease
+//! before it writes (a seal, a merge, an index build), so a file written but
+//! not yet published is never taken from under it however long the writer
+//! stalls, as long as its lease holds. Leases are read after the files are
+//! listed, so a lease taken meanwhile covers every listed file its holder
+//! wrote. A writer whose lease expired checks its files still exist before
+//! publishing ([`Store::update`]).
 
 use std::collections::HashSet;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::{Error, Result, Store};
+use crate::{Error, LeaseRecord, Result, Store, LEASE_FORMAT};
 
 /// What a collection keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,10 +162,16 @@ impl Store {
         }
         manifests.sort_by_key(|(v, _)| std::cmp::Reverse(*v));
         let keep = policy.keep_versions.max(1);
-        let (retained, expired): (Vec<_>, Vec<_>) = manifests
-            .into_iter()
-            .enumerate()
-            .partition(|(i, (_, e))| *i < keep || !older_than(e, now, policy.grace));
+        let pinned: HashSet<u64> = self
+            .leases(collection)?
+            .iter()
+            .filter(|l| l.holds_at(now))
+            .filter_map(|l| l.manifest)
+            .collect();
+        let (retained, expired): (Vec<_>, Vec<_>) =
+            manifests.into_iter().enumerate().partition(|(i, (v, e))| {
+                *i < keep || !older_than(e, now, policy.grace) || pinned.contains(v)
+            });
         // Every file a retained version names (read all of them before removing anything).
         let mut referenced: HashSet<String> = HashSet::new();
         for (_, (version, _)) in &retained {
@@ -170,12 +182,32 @@ impl Store {
                 referenced.extend(seg.deletes);
             }
         }
+        let segment_files = list(&dir.join("segments"))?;
+        let delete_files = list(&dir.join("deletes"))?;
+        fail::fail_point!("gc::before_delete");
+        // Read after listing: a lease taken since covers only files written
+        // after it, which the listing does not hold.
+        let leases = self.leases(collection)?;
+        let cutoff = retained
+            .iter()
+            .map(|(_, (_, e))| e.modified)
+            .chain(
+                leases
+                    .iter()
+                    .filter(|l| l.holds_at(now))
+                    .map(|l| lease_start(l.since_ms)),
+            )
+            .min();
         for (_, (_, entry)) in &expired {
             if remove(entry, &mut report)? {
                 report.manifests += 1;
             }
         }
-        let stale = |e: &Entry| older_than(e, now, policy.grace) && !referenced.contains(&e.name);
+        let stale = |e: &Entry| {
+            older_than(e, now, policy.grace)
+                && cutoff.is_none_or(|c| e.modified <= c)
+                && !referenced.contains(&e.name)
+        };
         for entry in tmp_files
             .iter()
             .filter(|e| older_than(e, now, policy.grace))
@@ -184,7 +216,7 @@ impl Store {
                 report.other += 1;
             }
         }
-        for entry in list(&dir.join("segments"))?.iter().filter(|e| stale(e)) {
+        for entry in segment_files.iter().filter(|e| stale(e)) {
             if remove(entry, &mut report)? {
                 if entry.name.ends_with(".seg") {
                     report.segments += 1;
@@ -195,7 +227,7 @@ impl Store {
                 }
             }
         }
-        for entry in list(&dir.join("deletes"))?.iter().filter(|e| stale(e)) {
+        for entry in delete_files.iter().filter(|e| stale(e)) {
             if remove(entry, &mut report)? {
                 if entry.name.ends_with(".del") {
                     report.deletes += 1;
@@ -204,8 +236,44 @@ impl Store {
                 }
             }
         }
+        self.remove_expired_leases(collection, &leases, now, policy.grace);
         Ok(report)
     }
+
+    /// Removes lease files that expired more than `grace` ago (their holder
+    /// crashed; a live holder removes its own), best effort.
+    fn remove_expired_leases(
+        &self,
+        collection: &str,
+        leases: &[LeaseRecord],
+        now: SystemTime,
+        grace: Duration,
+    ) {
+        if leases.iter().all(|l| l.holds_at(now - grace)) {
+            return;
+        }
+        let dir = self
+            .root()
+            .join("collections")
+            .join(collection)
+            .join("leases");
+        let Ok(entries) = list(&dir) else { return };
+        for entry in entries {
+            let expired = fs::read(&entry.path)
+                .ok()
+                .and_then(|b| LEASE_FORMAT.decode::<LeaseRecord>(&entry.path, &b).ok())
+                .is_some_and(|l| !l.holds_at(now - grace));
+            if expired {
+                fs::remove_file(&entry.path).ok();
+            }
+        }
+    }
+}
+
+/// The start of a lease as a file time, a second early (file times and the
+/// clock may round differently).
+fn lease_start(since_ms: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(since_ms.saturating_sub(1_000))
 }
 
 #[cfg(test)]
@@ -357,6 +425,70 @@ mod tests {
         let report = store.collect_garbage("c", &policy, later).expect("gc");
         assert_eq!((report.manifests, report.segments), (1, 1));
         assert!(!exists(&store, "segments/a.seg"));
+    }
+
+    #[test]
+    fn leases_protect_files_written_since_and_pinned_versions() {
+        let (_dir, store) = store_with_collection();
+        let now = SystemTime::now();
+        let seg = store.root().join("collections/c/segments");
+        let mut m = Manifest::empty("c").successor();
+        touch(&seg.join("a.seg"), now - Duration::from_secs(3600));
+        m.segments = vec![entry("a", None, None)];
+        store.publish(&m).expect("v1");
+        let mut m = m.successor();
+        m.segments.clear();
+        store.publish(&m).expect("v2");
+        let manifests = store.root().join("collections/c/manifests");
+        for v in 1..=2u64 {
+            age(
+                &manifests.join(format!("{v:020}.json")),
+                now - Duration::from_secs(1800),
+            );
+        }
+        // A reader pinned v1; a writer took a lease, then wrote w.seg.
+        let pin = store
+            .take_lease("c", "snapshot", Duration::from_secs(3600), Some(1))
+            .expect("pin");
+        let writer = store
+            .take_lease("c", "seal", Duration::from_secs(3600), None)
+            .expect("lease");
+        touch(&seg.join("w.seg"), now);
+        let policy = GcPolicy {
+            keep_versions: 1,
+            grace: Duration::ZERO,
+        };
+        let later = now + Duration::from_secs(60);
+        let report = store.collect_garbage("c", &policy, later).expect("gc");
+        assert_eq!(report.files(), 0, "{report:?}");
+        assert!(exists(&store, "segments/a.seg") && exists(&store, "segments/w.seg"));
+        // Released, v1 and a go; w stays while it is younger than the
+        // oldest retained version.
+        drop(pin);
+        drop(writer);
+        let report = store.collect_garbage("c", &policy, later).expect("gc");
+        assert_eq!((report.manifests, report.segments), (1, 1), "{report:?}");
+        assert!(exists(&store, "segments/w.seg"));
+        // A crashed writer's lease expires and protects nothing.
+        let expired = store
+            .take_lease("c", "crashed", Duration::from_secs(1), None)
+            .expect("lease");
+        std::mem::forget(expired);
+        touch(&seg.join("x.seg"), now + Duration::from_secs(1));
+        let m = m.successor();
+        store.publish(&m).expect("v3");
+        age(
+            &manifests.join(format!("{:020}.json", 3)),
+            now + Duration::from_secs(10),
+        );
+        let report = store
+            .collect_garbage("c", &policy, now + Duration::from_secs(3600))
+            .expect("gc");
+        assert_eq!((report.manifests, report.segments), (1, 2), "{report:?}");
+        assert!(
+            store.leases("c").expect("leases").is_empty(),
+            "and is removed"
+        );
     }
 
     #[test]

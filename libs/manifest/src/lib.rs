@@ -20,13 +20,17 @@ mod envelope;
 mod error;
 mod fsck;
 mod gc;
+mod lease;
 mod manifest;
 mod store;
+mod update;
 
 pub use deletes::{DELETES_FORMAT_VERSION, DELETES_MAGIC};
 pub use envelope::{JsonFormat, COLLECTION_FORMAT, MANIFEST_FORMAT};
 pub use error::{Error, Result};
-pub use fsck::{fsck, FsckReport};
+pub use fsck::{fsck, FsckReport, LiveRow, LiveRows};
 pub use gc::{GcPolicy, GcReport};
+pub use lease::{Lease, LeaseRecord, LEASE_FORMAT};
 pub use manifest::{Manifest, PartitionState, SegmentEntry};
 pub use store::{CreateOutcome, Store};
+pub use update::Updated;

@@ -1,6 +1,6 @@
 //! The manifest: one immutable version of a collection's state.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -79,6 +79,18 @@ impl Manifest {
     /// Live rows over all segments.
     pub fn live_rows(&self) -> u64 {
         self.segments.iter().map(SegmentEntry::live_rows).sum()
+    }
+
+    /// Names of every file this version needs: each segment's `<id>.seg`,
+    /// its index file and its delete file.
+    pub fn file_names(&self) -> BTreeSet<String> {
+        let mut names = BTreeSet::new();
+        for s in &self.segments {
+            names.insert(format!("{}.seg", s.id));
+            names.extend(s.index.clone());
+            names.extend(s.deletes.clone());
+        }
+        names
     }
 
     /// A copy with the version bumped, ready to be changed and published.

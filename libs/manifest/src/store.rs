@@ -32,7 +32,7 @@ pub struct Store {
 static UNIQUE: AtomicU64 = AtomicU64::new(0);
 
 /// A name no other file of this or any other process will take.
-fn unique_suffix() -> String {
+pub(crate) fn unique_suffix() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
@@ -43,16 +43,42 @@ fn unique_suffix() -> String {
     )
 }
 
-fn sync_dir(dir: &Path) -> Result<()> {
+/// fsyncs a directory, so entries created or renamed in it are durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(Error::io(dir))
 }
 
+/// Creates `dir` and its missing parents, fsyncing the parent of each one
+/// created so the new entries survive a crash.
+pub(crate) fn create_dirs(dir: &Path) -> Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent() {
+        create_dirs(parent)?;
+    }
+    match fs::create_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
+        Err(e) => {
+            return Err(Error::Io {
+                path: dir.to_owned(),
+                source: e,
+            })
+        }
+    }
+    match dir.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => sync_dir(parent),
+        _ => Ok(()),
+    }
+}
+
 /// Writes `bytes` to `path` only if `path` does not exist: the data goes to a
 /// temporary file that is fsynced, then hard-linked to `path` (link never
 /// replaces), then the directory is fsynced. Returns false if `path` existed.
-fn create_exclusive(path: &Path, bytes: &[u8]) -> Result<bool> {
+pub(crate) fn create_exclusive(path: &Path, bytes: &[u8]) -> Result<bool> {
     let dir = path.parent().ok_or_else(|| Error::Io {
         path: path.to_owned(),
         source: io::Error::other("no parent directory"),
@@ -78,6 +104,28 @@ fn create_exclusive(path: &Path, bytes: &[u8]) -> Result<bool> {
     result
 }
 
+/// Writes `bytes` to `path`, replacing it: a temporary file, fsynced, is
+/// renamed over it and the directory is fsynced. For files only their
+/// owner writes (leases), never for manifests.
+pub(crate) fn replace_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().ok_or_else(|| Error::Io {
+        path: path.to_owned(),
+        source: io::Error::other("no parent directory"),
+    })?;
+    let tmp = dir.join(format!(".tmp-{}", unique_suffix()));
+    let result = (|| {
+        let mut f = File::create(&tmp).map_err(Error::io(&tmp))?;
+        f.write_all(bytes).map_err(Error::io(&tmp))?;
+        f.sync_all().map_err(Error::io(&tmp))?;
+        fs::rename(&tmp, path).map_err(Error::io(path))
+    })();
+    if result.is_err() {
+        fs::remove_file(&tmp).ok();
+    }
+    result?;
+    sync_dir(dir)
+}
+
 fn manifest_file(version: u64) -> String {
     format!("{version:020}.json")
 }
@@ -87,7 +135,7 @@ impl Store {
     /// refuses a second exclusive create, without which manifests are unsafe.
     pub fn open(root: &Path) -> Result<Store> {
         let collections = root.join("collections");
-        fs::create_dir_all(&collections).map_err(Error::io(&collections))?;
+        create_dirs(&collections)?;
         let probe = root.join(format!(".cas-probe-{}", unique_suffix()));
         let first = create_exclusive(&probe, b"1")?;
         let second = create_exclusive(&probe, b"2")?;
@@ -105,7 +153,7 @@ impl Store {
         &self.root
     }
 
-    fn dir(&self, collection: &str) -> PathBuf {
+    pub(crate) fn dir(&self, collection: &str) -> PathBuf {
         self.root.join("collections").join(collection)
     }
 
@@ -113,9 +161,8 @@ impl Store {
     pub fn create_collection(&self, def: &CollectionDef) -> Result<CreateOutcome> {
         let def = def.clone().validated()?;
         let dir = self.dir(&def.name);
-        for sub in ["manifests", "segments", "deletes"] {
-            let d = dir.join(sub);
-            fs::create_dir_all(&d).map_err(Error::io(&d))?;
+        for sub in ["manifests", "segments", "deletes", "leases"] {
+            create_dirs(&dir.join(sub))?;
         }
         let path = dir.join("collection.json");
         let bytes = COLLECTION_FORMAT.encode(&path, &def)?;
@@ -160,34 +207,37 @@ impl Store {
 
     /// The newest manifest version of `collection`, or version 0 (empty).
     pub fn latest_manifest(&self, collection: &str) -> Result<Manifest> {
+        match self.manifest_versions(collection)?.last() {
+            None => Ok(Manifest::empty(collection)),
+            Some(&v) => self.manifest(collection, v),
+        }
+    }
+
+    /// The manifest versions of `collection` in the store, oldest first.
+    pub fn manifest_versions(&self, collection: &str) -> Result<Vec<u64>> {
         let dir = self.dir(collection).join("manifests");
-        let mut newest: Option<u64> = None;
-        match fs::read_dir(&dir) {
-            Ok(entries) => {
-                for entry in entries {
-                    let entry = entry.map_err(Error::io(&dir))?;
-                    let name = entry.file_name();
-                    let version = name
-                        .to_str()
-                        .and_then(|n| n.strip_suffix(".json"))
-                        .and_then(|n| n.parse::<u64>().ok());
-                    if let Some(v) = version {
-                        newest = Some(newest.map_or(v, |n| n.max(v)));
-                    }
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        let mut versions = Vec::new();
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(versions),
             Err(e) => {
                 return Err(Error::Io {
                     path: dir,
                     source: e,
                 })
             }
+        };
+        for entry in entries {
+            let entry = entry.map_err(Error::io(&dir))?;
+            let name = entry.file_name();
+            let version = name
+                .to_str()
+                .and_then(|n| n.strip_suffix(".json"))
+                .and_then(|n| n.parse::<u64>().ok());
+            versions.extend(version);
         }
-        match newest {
-            None => Ok(Manifest::empty(collection)),
-            Some(v) => self.manifest(collection, v),
-        }
+        versions.sort_unstable();
+        Ok(versions)
     }
 
     /// Manifest version `version` of `collection`.
@@ -216,6 +266,16 @@ impl Store {
                 version: manifest.version,
             })
         }
+    }
+
+    /// Path of a file a manifest names (see [`Manifest::file_names`]).
+    pub fn file_path(&self, collection: &str, name: &str) -> PathBuf {
+        let sub = if name.ends_with(".del") {
+            "deletes"
+        } else {
+            "segments"
+        };
+        self.dir(collection).join(sub).join(name)
     }
 
     /// A fresh segment id and the path to write it at.

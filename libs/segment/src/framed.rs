@@ -56,6 +56,10 @@ pub(crate) fn write(
         path: tmp.clone(),
         source: e.into_error(),
     })?;
+    #[cfg(feature = "failpoints")]
+    if path.extension().is_some_and(|e| e == "seg") {
+        fail::fail_point!("segment::before_fsync");
+    }
     file.sync_all().map_err(Error::io(&tmp))?;
     drop(file);
     fs::rename(&tmp, path).map_err(Error::io(path))?;

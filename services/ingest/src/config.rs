@@ -103,6 +103,12 @@ pub struct IngestConfig {
     #[arg(long, env = "EDDY_GC_GRACE_SECS", default_value_t = 600)]
     pub gc_grace_secs: u64,
 
+    /// Lease a seal, merge or index build holds on the files it writes until
+    /// it publishes them (s): garbage collection never removes them meanwhile;
+    /// a writer stalled longer rewrites them.
+    #[arg(long, env = "EDDY_WRITE_LEASE_SECS", default_value_t = 600)]
+    pub write_lease_secs: u64,
+
     /// Garbage collection: newest manifest versions always kept.
     #[arg(long, env = "EDDY_GC_KEEP_VERSIONS", default_value_t = 16)]
     pub gc_keep_versions: usize,
@@ -117,6 +123,8 @@ pub struct SealPolicy {
     pub max_bytes: usize,
     /// Age of the oldest unsealed event.
     pub max_age: Duration,
+    /// Lease on the files a seal writes until it publishes them.
+    pub write_lease: Duration,
 }
 
 impl IngestConfig {
@@ -155,7 +163,14 @@ impl IngestConfig {
             max_rows: self.seal_rows.max(1),
             max_bytes: self.seal_bytes.max(1),
             max_age: Duration::from_millis(self.seal_age_ms),
+            write_lease: self.write_lease(),
         }
+    }
+
+    /// Lease on the files a writer (seal, merge, index build) has written
+    /// and not yet published (at least a second).
+    pub fn write_lease(&self) -> Duration {
+        Duration::from_secs(self.write_lease_secs.max(1))
     }
 
     /// How segment indexes (graph, codes) are built.

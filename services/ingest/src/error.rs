@@ -47,6 +47,10 @@ pub enum Error {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// A manifest update that always publishes came back without a version
+    /// (a broken invariant, reported instead of a panic).
+    #[error("{0}: the manifest update published nothing")]
+    Unpublished(&'static str),
     /// Registering metrics failed.
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),

@@ -17,6 +17,8 @@
 pub mod config;
 pub mod dlq;
 mod error;
+#[cfg(feature = "failpoints")]
+pub mod failpoints;
 mod http;
 mod id_rows;
 pub mod maintenance;

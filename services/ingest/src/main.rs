@@ -8,6 +8,8 @@ fn main() -> anyhow::Result<()> {
     eddy_config::apply_config_file(&args)?;
     let config = IngestConfig::parse_from(args);
     eddy_config::init_tracing(&config.common.log_format);
+    #[cfg(feature = "failpoints")]
+    eddy_ingest::failpoints::arm_from_env().map_err(anyhow::Error::msg)?;
     let runtime = eddy_config::runtime(2)?;
     runtime.block_on(async move {
         let ingest = eddy_ingest::start(config).await?;

@@ -3,7 +3,7 @@
 //! these names).
 
 use prometheus::{
-    exponential_buckets, Histogram, HistogramOpts, IntCounterVec, IntGaugeVec, Registry,
+    exponential_buckets, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGaugeVec, Registry,
 };
 
 /// Events consumed, by collection and outcome.
@@ -47,8 +47,11 @@ pub const GC_FILES_TOTAL: &str = "eddy_ingest_gc_files_total";
 /// Bytes freed by garbage collection.
 pub const GC_BYTES_TOTAL: &str = "eddy_ingest_gc_bytes_total";
 
+/// Restarts of the maintenance thread after a panic.
+pub const MAINTENANCE_RESTARTS_TOTAL: &str = "eddy_ingest_maintenance_restarts_total";
+
 /// Every metric name eddy-ingest registers.
-pub const NAMES: [&str; 20] = [
+pub const NAMES: [&str; 21] = [
     EVENTS_TOTAL,
     REJECTED_TOTAL,
     CONSUMER_LAG,
@@ -69,6 +72,7 @@ pub const NAMES: [&str; 20] = [
     INDEX_BUILD_DURATION_SECONDS,
     GC_FILES_TOTAL,
     GC_BYTES_TOTAL,
+    MAINTENANCE_RESTARTS_TOTAL,
 ];
 
 /// Metric handles of eddy-ingest.
@@ -117,6 +121,9 @@ pub struct IngestMetrics {
     pub gc_files: IntCounterVec,
     /// Bytes freed by garbage collection.
     pub gc_bytes: IntCounterVec,
+    /// Restarts of the maintenance thread after a panic (indexing, merging
+    /// and GC stop while it is down).
+    pub maintenance_restarts: IntCounter,
 }
 
 /// Label names of per-collection metrics.
@@ -144,7 +151,13 @@ impl IngestMetrics {
         use eddy_config::metrics::{counter as c, gauge as g};
         let counter = |name: &str, help: &str, labels: &[&str]| c(registry, name, help, labels);
         let gauge = |name: &str, help: &str, labels: &[&str]| g(registry, name, help, labels);
+        let maintenance_restarts = IntCounter::new(
+            MAINTENANCE_RESTARTS_TOTAL,
+            "Restarts of the maintenance thread after a panic",
+        )?;
+        registry.register(Box::new(maintenance_restarts.clone()))?;
         Ok(Self {
+            maintenance_restarts,
             seal_seconds: histogram(
                 registry,
                 SEAL_DURATION_SECONDS,

@@ -67,6 +67,9 @@ impl Maintenance {
 
     /// Builds, writes and publishes the index of one segment.
     fn index_segment(&self, collection: &str, segment: &str) -> Result<Built, MaintenanceError> {
+        let mut lease = self
+            .store
+            .take_lease(collection, "index", self.write_lease, None)?;
         let seg = Segment::open(&self.store.segment_path(collection, segment))?;
         let name = self.store.new_index_name(segment);
         let path = self.store.index_path(collection, &name);
@@ -76,25 +79,31 @@ impl Maintenance {
         if written.is_none() {
             return Ok(Built::Superseded);
         }
-        loop {
-            let latest = self.store.latest_manifest(collection)?;
+        fail::fail_point!("index::before_publish");
+        lease.keep_for_publish(self.write_lease)?;
+        let updated = self.store.update::<MaintenanceError>(collection, |latest| {
             let Some(pos) = latest
                 .segments
                 .iter()
                 .position(|s| s.id == segment && s.index.is_none())
             else {
-                remove_quietly(&path);
-                return Ok(Built::Superseded);
+                return Ok(None);
             };
             let mut next = latest.successor();
             next.segments[pos].index = Some(name.clone());
-            match self.store.publish(&next) {
-                Ok(()) => return Ok(Built::Published(next.version)),
-                Err(eddy_manifest::Error::Conflict { .. }) => continue,
-                Err(e) => {
+            Ok(Some(next))
+        });
+        match updated {
+            Ok(updated) => match updated.published {
+                Some(next) => Ok(Built::Published(next.version)),
+                None => {
                     remove_quietly(&path);
-                    return Err(e.into());
+                    Ok(Built::Superseded)
                 }
+            },
+            Err(e) => {
+                remove_quietly(&path);
+                Err(e)
             }
         }
     }

@@ -154,53 +154,27 @@ pub fn write_merged(
     })
 }
 
-/// Publishes `merged` in place of its inputs: retries on compare-and-swap
-/// conflicts, carrying over deletes that hit the inputs since they were
-/// read. Returns the version published, or `None` when an input is no
-/// longer listed (another merge won; the merged file is removed).
+/// Publishes `merged` in place of its inputs through
+/// [`Store::update`], carrying over deletes that hit the inputs since they
+/// were read (re-computed on each compare-and-swap retry). Returns the
+/// version published, or `None` when an input is no longer listed (another
+/// merge won; the merged file is removed).
 pub fn publish_merged(
     store: &Store,
     collection: &str,
     merged: &Merged,
 ) -> Result<Option<u64>, MaintenanceError> {
     let inputs: HashSet<&str> = merged.inputs.iter().map(|(e, _)| e.id.as_str()).collect();
-    loop {
-        let latest = store.latest_manifest(collection)?;
+    let updated = store.update::<MaintenanceError>(collection, |latest| {
         let listed: Vec<&SegmentEntry> = latest
             .segments
             .iter()
             .filter(|s| inputs.contains(s.id.as_str()))
             .collect();
         if listed.len() != inputs.len() {
-            let path = store.segment_path(collection, &merged.id);
-            if let Err(e) = std::fs::remove_file(&path) {
-                warn!(path = %path.display(), error = %e, "removing an unpublished merge");
-            }
             return Ok(None);
         }
-        // Rows deleted in an input since the merge read it.
-        let mut carried = RoaringBitmap::new();
-        for (read, map) in &merged.inputs {
-            let Some(now) = listed.iter().find(|s| s.id == read.id) else {
-                continue;
-            };
-            if now.deletes == read.deletes {
-                continue;
-            }
-            let before = match &read.deletes {
-                Some(name) => store.read_deletes(collection, name)?,
-                None => RoaringBitmap::new(),
-            };
-            let after = match &now.deletes {
-                Some(name) => store.read_deletes(collection, name)?,
-                None => RoaringBitmap::new(),
-            };
-            for row in after - before {
-                if let Some(Some(out)) = map.get(row as usize) {
-                    carried.insert(*out);
-                }
-            }
-        }
+        let carried = carried_deletes(store, collection, merged, &listed)?;
         let mut next = latest.successor();
         next.segments.retain(|s| !inputs.contains(s.id.as_str()));
         let deletes = if carried.is_empty() {
@@ -217,12 +191,51 @@ pub fn publish_merged(
             offset_ranges: merged.offset_ranges.clone(),
             index: None,
         });
-        match store.publish(&next) {
-            Ok(()) => return Ok(Some(next.version)),
-            Err(eddy_manifest::Error::Conflict { .. }) => continue,
-            Err(e) => return Err(e.into()),
+        Ok(Some(next))
+    })?;
+    match updated.published {
+        Some(next) => Ok(Some(next.version)),
+        None => {
+            let path = store.segment_path(collection, &merged.id);
+            if let Err(e) = std::fs::remove_file(&path) {
+                warn!(path = %path.display(), error = %e, "removing an unpublished merge");
+            }
+            Ok(None)
         }
     }
+}
+
+/// The merged rows to delete: rows deleted in an input (as `listed` has
+/// it now) since the merge read it, mapped to their merged rows.
+fn carried_deletes(
+    store: &Store,
+    collection: &str,
+    merged: &Merged,
+    listed: &[&SegmentEntry],
+) -> Result<RoaringBitmap, MaintenanceError> {
+    let mut carried = RoaringBitmap::new();
+    for (read, map) in &merged.inputs {
+        let Some(now) = listed.iter().find(|s| s.id == read.id) else {
+            continue;
+        };
+        if now.deletes == read.deletes {
+            continue;
+        }
+        let before = match &read.deletes {
+            Some(name) => store.read_deletes(collection, name)?,
+            None => RoaringBitmap::new(),
+        };
+        let after = match &now.deletes {
+            Some(name) => store.read_deletes(collection, name)?,
+            None => RoaringBitmap::new(),
+        };
+        for row in after - before {
+            if let Some(Some(out)) = map.get(row as usize) {
+                carried.insert(*out);
+            }
+        }
+    }
+    Ok(carried)
 }
 
 impl Maintenance {
@@ -230,8 +243,7 @@ impl Maintenance {
     /// logs and counts the outcome.
     pub(super) fn merge_tier(&self, def: &CollectionDef, manifest: &Manifest, inputs: &[String]) {
         let started = Instant::now();
-        let outcome = write_merged(&self.store, def, manifest, inputs)
-            .and_then(|merged| Ok((publish_merged(&self.store, &def.name, &merged)?, merged)));
+        let outcome = self.merge_under_lease(def, manifest, inputs);
         let label = match &outcome {
             Ok((Some(version), merged)) => {
                 info!(collection = %def.name, inputs = inputs.len(), rows = merged.rows, segment = %merged.id, version, took_ms = started.elapsed().as_millis() as u64, "segments merged");
@@ -251,5 +263,22 @@ impl Maintenance {
             // Do not spin on a merge that keeps failing.
             std::thread::sleep(self.poll);
         }
+    }
+
+    /// Writes and publishes the merge under a lease that keeps garbage
+    /// collection away from its files until they are published.
+    fn merge_under_lease(
+        &self,
+        def: &CollectionDef,
+        manifest: &Manifest,
+        inputs: &[String],
+    ) -> Result<(Option<u64>, Merged), MaintenanceError> {
+        let mut lease = self
+            .store
+            .take_lease(&def.name, "merge", self.write_lease, None)?;
+        let merged = write_merged(&self.store, def, manifest, inputs)?;
+        fail::fail_point!("merge::before_publish");
+        lease.keep_for_publish(self.write_lease)?;
+        Ok((publish_merged(&self.store, &def.name, &merged)?, merged))
     }
 }

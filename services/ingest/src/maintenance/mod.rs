@@ -19,6 +19,7 @@ mod error;
 mod gc;
 mod index_build;
 pub mod merge;
+mod supervised;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,6 +38,7 @@ use crate::metrics::IngestMetrics;
 pub use error::MaintenanceError;
 pub use gc::GcSchedule;
 use merge::MergePolicy;
+use supervised::{run_supervised, Backoff};
 
 /// Name of the maintenance thread.
 const THREAD_NAME: &str = "eddy-maintenance";
@@ -54,6 +56,8 @@ pub(crate) struct Maintenance {
     merge: MergePolicy,
     /// Garbage collection of old manifests and unreferenced files (None = off).
     gc: Option<GcSchedule>,
+    /// Lease on the files a merge or index build writes until it publishes.
+    write_lease: Duration,
 }
 
 /// What the loop remembers between passes.
@@ -81,19 +85,34 @@ impl Maintenance {
             poll: Duration::from_millis(config.index_poll_ms.max(10)),
             merge: config.merge_policy(),
             gc: config.gc_schedule(),
+            write_lease: config.write_lease(),
         })
     }
 
-    /// Runs [`Maintenance::run`] on its own thread until `stop` is set.
+    /// Runs [`Maintenance::run`] on its own thread until `stop` is set,
+    /// restarted after a panic (counted in
+    /// `eddy_ingest_maintenance_restarts_total`).
     pub(crate) fn spawn(self, stop: Arc<AtomicBool>) -> Result<()> {
         std::thread::Builder::new()
             .name(THREAD_NAME.into())
-            .spawn(move || self.run(&stop))
+            .spawn(move || self.run_supervised(&stop, Backoff::default()))
             .map_err(|source| Error::Thread {
                 name: THREAD_NAME.into(),
                 source,
             })?;
         Ok(())
+    }
+
+    /// [`Maintenance::run`], restarted after a panic once `backoff` passed.
+    pub(crate) fn run_supervised(&self, stop: &AtomicBool, backoff: Backoff) {
+        let restarts = &self.metrics.maintenance_restarts;
+        run_supervised(
+            THREAD_NAME,
+            stop,
+            backoff,
+            || restarts.inc(),
+            || self.run(stop),
+        );
     }
 
     /// Runs passes until `stop` is set, sleeping after a pass that found
@@ -111,6 +130,7 @@ impl Maintenance {
     /// merge if one is due, else the index of its oldest unindexed segment.
     /// Returns whether any job ran.
     fn pass(&self, progress: &mut Progress, stop: &AtomicBool) -> bool {
+        fail::fail_point!("maintenance::pass");
         let collections = match self.store.collections() {
             Ok(c) => c,
             Err(e) => {
@@ -146,5 +166,89 @@ impl Maintenance {
             return true;
         }
         self.index_next(&def.name, &manifest, failed_builds)
+    }
+}
+
+#[cfg(all(test, feature = "failpoints"))]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use clap::Parser as _;
+    use eddy_manifest::SegmentEntry;
+    use eddy_model::{IdType, Metric, PointId};
+    use eddy_segment::Growing;
+
+    use super::*;
+
+    /// A store with collection `c` holding one flat segment of 64 rows.
+    fn store_with_a_flat_segment(dir: &std::path::Path) -> Store {
+        let store = Store::open(dir).expect("store");
+        store
+            .create_collection(&CollectionDef::new("c", 2))
+            .expect("collection");
+        let mut rows = Growing::new(2, Metric::Cosine, IdType::U64);
+        for id in 0..64u64 {
+            rows.upsert(PointId::Num(id), &[1.0, id as f32], b"", 0, id as i64);
+        }
+        let (id, path) = store.new_segment("c");
+        let bytes = rows
+            .write_segment(&path, &BTreeMap::new())
+            .expect("segment");
+        let updated = store
+            .update::<eddy_manifest::Error>("c", |latest| {
+                let mut next = latest.successor();
+                next.segments.push(SegmentEntry {
+                    id: id.clone(),
+                    rows: 64,
+                    bytes,
+                    deletes: None,
+                    deleted: 0,
+                    offset_ranges: BTreeMap::from([(0, (0, 63))]),
+                    index: None,
+                });
+                next.partitions.entry(0).or_default().next_offset = 64;
+                Ok(Some(next))
+            })
+            .expect("published");
+        assert!(updated.published.is_some());
+        store
+    }
+
+    #[test]
+    fn a_panic_in_a_pass_restarts_the_thread_and_indexing_continues() {
+        let scenario = fail::FailScenario::setup();
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = store_with_a_flat_segment(dir.path());
+        let config = IngestConfig::parse_from([
+            "eddy-ingest",
+            "--min-graph-rows",
+            "8",
+            "--index-poll-ms",
+            "10",
+            "--gc-interval-ms",
+            "0",
+        ]);
+        let metrics = IngestMetrics::new(&prometheus::Registry::new()).expect("metrics");
+        let maintenance = Maintenance::new(&config, store.clone(), metrics.clone()).expect("new");
+        fail::cfg("maintenance::pass", "1*panic").expect("failpoint");
+        let stop = AtomicBool::new(false);
+        let backoff = Backoff {
+            min: Duration::from_millis(1),
+            max: Duration::from_millis(10),
+        };
+        std::thread::scope(|s| {
+            s.spawn(|| maintenance.run_supervised(&stop, backoff));
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while store.latest_manifest("c").expect("latest").segments[0]
+                .index
+                .is_none()
+            {
+                assert!(Instant::now() < deadline, "the segment never got its index");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        assert_eq!(metrics.maintenance_restarts.get(), 1);
+        scenario.teardown();
     }
 }

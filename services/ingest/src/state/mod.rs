@@ -86,37 +86,37 @@ impl CollectionState {
         if partitions.is_empty() {
             return Ok(BTreeMap::new());
         }
-        loop {
-            let latest = self.store.latest_manifest(&self.def.name)?;
-            let mut next = latest.successor();
-            for p in partitions {
-                next.partitions.entry(*p).or_default().owner_epoch += 1;
-            }
-            match self.store.publish(&next) {
-                Ok(()) => {
-                    let mut starts = BTreeMap::new();
-                    for p in partitions {
-                        let state = next.partitions[p];
-                        self.owned.insert(
-                            *p,
-                            Owned {
-                                epoch: state.owner_epoch,
-                                next: state.next_offset,
-                                stalled: false,
-                            },
-                        );
-                        starts.insert(*p, state.next_offset);
-                    }
-                    info!(collection = %self.def.name, ?starts, version = next.version, "partitions assigned");
-                    self.id_rows.sync(&self.store, &next)?;
-                    self.manifest = next;
-                    self.publish_gauges();
-                    return Ok(starts);
+        let updated = self
+            .store
+            .update::<crate::Error>(&self.def.name, |latest| {
+                let mut next = latest.successor();
+                for p in partitions {
+                    next.partitions.entry(*p).or_default().owner_epoch += 1;
                 }
-                Err(eddy_manifest::Error::Conflict { .. }) => self.count_conflict(),
-                Err(e) => return Err(e.into()),
-            }
+                Ok(Some(next))
+            })?;
+        self.count_conflicts(updated.conflicts);
+        let Some(next) = updated.published else {
+            return Ok(BTreeMap::new());
+        };
+        let mut starts = BTreeMap::new();
+        for p in partitions {
+            let state = next.partitions[p];
+            self.owned.insert(
+                *p,
+                Owned {
+                    epoch: state.owner_epoch,
+                    next: state.next_offset,
+                    stalled: false,
+                },
+            );
+            starts.insert(*p, state.next_offset);
         }
+        info!(collection = %self.def.name, ?starts, version = next.version, "partitions assigned");
+        self.id_rows.sync(&self.store, &next)?;
+        self.manifest = next;
+        self.publish_gauges();
+        Ok(starts)
     }
 
     /// Gives partitions up (after the caller sealed what it had).
@@ -233,13 +233,15 @@ impl CollectionState {
             .any(|(p, o)| o.next > self.manifest.next_offset(*p))
     }
 
-    /// Counts a manifest compare-and-swap conflict (another writer
-    /// published first; the caller retries on the newer version).
-    fn count_conflict(&self) {
-        self.metrics
-            .cas_conflicts
-            .with_label_values(&[&self.def.name])
-            .inc();
+    /// Counts manifest compare-and-swap conflicts (another writer
+    /// published first; the update retried on the newer version).
+    fn count_conflicts(&self, conflicts: u32) {
+        if conflicts > 0 {
+            self.metrics
+                .cas_conflicts
+                .with_label_values(&[&self.def.name])
+                .inc_by(u64::from(conflicts));
+        }
     }
 
     fn publish_gauges(&self) {

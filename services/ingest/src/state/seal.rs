@@ -50,10 +50,33 @@ impl CollectionState {
             return Ok(None);
         }
         let started = Instant::now();
-        let written = self.write_segment()?;
-        let outcome = self.publish(written.as_ref())?;
+        let mut attempt = 0;
+        let outcome = loop {
+            attempt += 1;
+            match self.write_and_publish() {
+                Err(crate::Error::Store(eddy_manifest::Error::MissingFile { path }))
+                    if attempt < 3 =>
+                {
+                    warn!(collection = %self.def.name, path = %path.display(), "a file of the seal was collected while it stalled; writing it again");
+                }
+                other => break other?,
+            }
+        };
+        fail::fail_point!("seal::before_commit");
         self.start_new_buffer(&outcome, started);
         Ok(Some(outcome))
+    }
+
+    /// Steps 1 to 3 under a lease that keeps garbage collection away from
+    /// the files until they are published (or the lease expires: then the
+    /// publish finds a file missing and fails instead of naming it).
+    fn write_and_publish(&mut self) -> Result<SealOutcome> {
+        let ttl = self.policy.write_lease;
+        let mut lease = self.store.take_lease(&self.def.name, "seal", ttl, None)?;
+        let written = self.write_segment()?;
+        fail::fail_point!("seal::before_publish");
+        lease.keep_for_publish(ttl)?;
+        self.publish(written.as_ref())
     }
 
     /// Step 1: writes the buffer's live rows as a new segment file (none when
@@ -104,30 +127,35 @@ impl CollectionState {
     }
 
     /// Step 3: publishes the successor of the newest manifest with the
-    /// planned deletes, the written segment and the new offsets; on a
-    /// compare-and-swap conflict, re-reads, re-plans and tries again.
+    /// planned deletes, the written segment and the new offsets, through
+    /// [`Store::update`](eddy_manifest::Store::update): on a compare-and-swap
+    /// conflict it re-reads, re-plans and tries again.
     fn publish(&mut self, written: Option<&WrittenSegment>) -> Result<SealOutcome> {
-        loop {
-            let latest = self.store.latest_manifest(&self.def.name)?;
-            self.id_rows.sync(&self.store, &latest)?;
-            let deletes = self.plan_deletes(&latest);
-            let (next, committed) = self.successor(&latest, &deletes, written)?;
-            match self.store.publish(&next) {
-                Ok(()) => {
-                    if let Some(segment) = written {
-                        let ids = self.buffer.live_row_refs().map(|r| r.id.clone());
-                        self.id_rows.add_segment(&segment.id, ids);
-                    }
-                    // Only the delete files this seal wrote are read back.
-                    self.id_rows.sync(&self.store, &next)?;
-                    let version = next.version;
-                    self.manifest = next;
-                    return Ok(SealOutcome { version, committed });
-                }
-                Err(eddy_manifest::Error::Conflict { .. }) => self.count_conflict(),
-                Err(e) => return Err(e.into()),
-            }
+        let (store, name) = (self.store.clone(), self.def.name.clone());
+        let mut committed = BTreeMap::new();
+        let updated = store.update::<crate::Error>(&name, |latest| {
+            self.id_rows.sync(&self.store, latest)?;
+            let deletes = self.plan_deletes(latest);
+            let (next, covered) = self.successor(latest, &deletes, written)?;
+            committed = covered;
+            Ok(Some(next))
+        })?;
+        self.count_conflicts(updated.conflicts);
+        let next = updated
+            .published
+            .ok_or_else(|| crate::Error::Unpublished("seal"))?;
+        if let Some(segment) = written {
+            let rows = self
+                .buffer
+                .live_row_refs()
+                .map(|r| (r.id.clone(), (r.partition, r.offset)));
+            self.id_rows.add_segment(&segment.id, rows);
         }
+        // Only the delete files this seal wrote are read back.
+        self.id_rows.sync(&self.store, &next)?;
+        let version = next.version;
+        self.manifest = next;
+        Ok(SealOutcome { version, committed })
     }
 
     /// The version a seal publishes on top of `latest`: the planned delete

@@ -1,0 +1,33 @@
+//! `eddy`: the operator's command. Parses flags, runs the subcommand,
+//! prints its report and exits 0 (clean), 1 (problems found) or 2 (could
+//! not check).
+
+use std::process::ExitCode;
+
+use clap::Parser as _;
+use eddy_admin::{Cli, Outcome};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match eddy_admin::run(&cli) {
+        Ok(Outcome { text, clean }) => {
+            println!("{text}");
+            if clean {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("eddy: {:#}", anyhow::Error::from(e));
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! `eddy fsck` as a command: exit 0 and a readable report on a sound store,
+//! exit 1 naming the damaged file when one is damaged, JSON with `--json`.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use eddy_manifest::{SegmentEntry, Store};
+use eddy_model::{CollectionDef, IdType, Metric, PointId};
+use eddy_segment::Growing;
+
+/// A store with collection `c`: one segment of three points.
+fn store() -> (tempfile::TempDir, Store, String) {
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = Store::open(dir.path()).expect("store");
+    store
+        .create_collection(&CollectionDef::new("c", 2))
+        .expect("collection");
+    let mut rows = Growing::new(2, Metric::Cosine, IdType::U64);
+    for id in 0..3u64 {
+        rows.upsert(PointId::Num(id), &[1.0, id as f32], b"", 0, id as i64);
+    }
+    let (id, path) = store.new_segment("c");
+    let bytes = rows
+        .write_segment(&path, &BTreeMap::new())
+        .expect("segment");
+    let updated = store
+        .update::<eddy_manifest::Error>("c", |latest| {
+            let mut next = latest.successor();
+            next.segments.push(SegmentEntry {
+                id: id.clone(),
+                rows: 3,
+                bytes,
+                deletes: None,
+                deleted: 0,
+                offset_ranges: BTreeMap::from([(0, (0, 2))]),
+                index: None,
+            });
+            next.partitions.entry(0).or_default().next_offset = 3;
+            Ok(Some(next))
+        })
+        .expect("published");
+    assert!(updated.published.is_some());
+    (dir, store, id)
+}
+
+fn eddy(store: &Store, extra: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_eddy"))
+        .args(["fsck", "--store", store.root().to_str().expect("utf-8")])
+        .args(extra)
+        .output()
+        .expect("eddy runs");
+    let code = out.status.code().expect("exit code");
+    (code, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn a_sound_store_is_clean_and_a_damaged_segment_is_named() {
+    let (_dir, store, segment) = store();
+    let (code, text) = eddy(&store, &[]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("collection c: clean"), "{text}");
+    assert!(text.contains("3 live rows"), "{text}");
+
+    let path = store.segment_path("c", &segment);
+    let mut bytes = std::fs::read(&path).expect("read");
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&path, bytes).expect("damage");
+    let (code, text) = eddy(&store, &["--collection", "c"]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("PROBLEMS FOUND") && text.contains(&segment),
+        "{text}"
+    );
+
+    let (code, json) = eddy(&store, &["--json"]);
+    assert_eq!(code, 1);
+    let report: serde_json::Value = serde_json::from_str(&json).expect("json");
+    assert_eq!(report[0]["collection"], "c");
+    assert_eq!(
+        report[0]["store"]["damaged_files"].as_array().map(Vec::len),
+        Some(1)
+    );
+}
+
+#[test]
+fn an_unknown_collection_cannot_be_checked() {
+    let (_dir, store, _) = store();
+    let (code, _) = eddy(&store, &["--collection", "nope"]);
+    assert_eq!(code, 2);
+}

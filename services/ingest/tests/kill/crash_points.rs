@@ -1,0 +1,90 @@
+//! Crash points (feature `failpoints`): for each named point, eddy-ingest
+//! is made to exit exactly there (`EDDY_CRASH_AT`, see
+//! `eddy_ingest::failpoints`), restarted without it, and `eddy fsck` with
+//! broker access then finds nothing lost and nothing doubled.
+
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
+
+use eddy_ingest::failpoints::{CRASH_AT_ENV, CRASH_EXIT_CODE};
+use eddy_manifest::Store;
+
+use super::support::{
+    fsck_against, log_count, query_against, read_model, seeded_rng, wait_assigned, wait_covered,
+    workload, Ingest, IngestSpec, Producer,
+};
+
+/// Waits up to `timeout` for `ingest` to exit by itself.
+fn wait_exit(ingest: &mut Ingest, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if let Some(status) = ingest.child.try_wait().expect("try_wait") {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+/// Every crash point and the pass at which the process dies there.
+const POINTS: [(&str, u32); 6] = [
+    ("segment::before_fsync", 2),
+    ("seal::before_publish", 2),
+    ("seal::before_commit", 2),
+    ("merge::before_publish", 1),
+    ("index::before_publish", 1),
+    ("gc::before_delete", 10),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_at_each_named_point_loses_and_doubles_nothing() {
+    let mut rng = seeded_rng("crash points");
+    let tansu = tokio::task::spawn_blocking(eddy_loadtest::broker::Tansu::start)
+        .await
+        .expect("join")
+        .expect("Tansu starts");
+    let brokers = tansu.bootstrap();
+    for (i, (point, hit)) in POINTS.iter().enumerate() {
+        let topic = format!("crash{i}");
+        tansu.create_topic(&topic, 2).expect("topic");
+        let dir = tempfile::tempdir().expect("tmp");
+        let store_dir = dir.path().join("store");
+        let log = dir.path().join("ingest.log");
+        let mut spec = IngestSpec::small(&store_dir, &brokers, &topic, &format!("crash-{i}"));
+        let mut crashing = spec.clone();
+        crashing
+            .env
+            .push((CRASH_AT_ENV.to_owned(), format!("{point}@{hit}")));
+        // Produced at once: the crash may come before the first assignment
+        // (garbage collection runs from the start).
+        let mut ingest = crashing.spawn(&log);
+        let events = workload(250, 5, &mut rng);
+        let producer = Producer::new(&brokers);
+        producer.send(&topic, &events).await;
+        let status = wait_exit(&mut ingest, Duration::from_secs(120))
+            .unwrap_or_else(|| panic!("{point}: never reached"));
+        assert_eq!(status.code(), Some(CRASH_EXIT_CODE), "{point}: {status}");
+
+        spec.env.clear();
+        let assigned = log_count(&log, "partitions assigned");
+        let mut ingest = spec.spawn(&log);
+        wait_assigned(&mut ingest, &log, assigned + 1).await;
+        let store = Store::open(&store_dir).expect("store");
+        let (s, b, t, l) = (
+            store.clone(),
+            brokers.clone(),
+            topic.clone(),
+            vec![log.clone()],
+        );
+        tokio::task::spawn_blocking(move || {
+            wait_covered(&s, &b, &t, 2, Duration::from_secs(120), &l)
+        })
+        .await
+        .expect("join");
+        drop(ingest);
+        let model = read_model(&brokers, &topic, 2);
+        fsck_against(&store, &brokers, &topic, &model);
+        query_against(&store_dir, &brokers, &topic, &model, 11).await;
+        println!("crash point {point} (pass {hit}): nothing lost, nothing doubled");
+    }
+}
