@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use eddy_config::CommonArgs;
-use eddy_kafka::KafkaSettings;
+use eddy_kafka::{KafkaSettings, ProtectedProperty};
 
 use crate::maintenance::merge::MergePolicy;
 use crate::maintenance::GcSchedule;
@@ -141,8 +141,9 @@ impl IngestConfig {
         format!("{}.{name}", self.group_prefix)
     }
 
-    /// The Kafka connection settings (`--brokers`, `--kafka-property`).
-    pub fn kafka(&self) -> KafkaSettings {
+    /// The Kafka connection settings (`--brokers`, `--kafka-property`);
+    /// an error names a property eddy refuses (it would make offsets jump).
+    pub fn kafka(&self) -> Result<KafkaSettings, ProtectedProperty> {
         KafkaSettings::new(
             self.common.brokers.clone(),
             self.common.kafka_client_properties(),
@@ -210,7 +211,10 @@ mod tests {
         assert_eq!(gc.every, Duration::from_secs(60));
         assert_eq!(gc.policy.keep_versions, 16);
         assert_eq!(config.common.collection_poll_ms, 1_000);
-        assert_eq!(config.kafka().brokers(), "127.0.0.1:9092");
+        assert_eq!(
+            config.kafka().expect("no protected property").brokers(),
+            "127.0.0.1:9092"
+        );
         let off = IngestConfig::parse_from(["eddy-ingest", "--gc-interval-ms", "0"]);
         assert!(off.gc_schedule().is_none());
     }

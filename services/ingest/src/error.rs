@@ -50,6 +50,9 @@ pub enum Error {
     /// Registering metrics failed.
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
+    /// A Kafka property in the configuration is one eddy refuses.
+    #[error(transparent)]
+    KafkaSettings(#[from] eddy_kafka::ProtectedProperty),
 }
 
 /// Result alias for this crate.

@@ -75,6 +75,8 @@ impl Drop for Ingest {
 /// serves metrics, starts the maintenance thread and a worker per collection
 /// (new collections are picked up as they appear in the store).
 pub async fn start(config: IngestConfig) -> Result<Ingest> {
+    // Refuse offset-unsafe Kafka properties before anything starts.
+    config.kafka()?;
     let registry = Registry::new();
     let metrics = IngestMetrics::new(&registry)?;
     let store = Store::open(&config.common.store)?;

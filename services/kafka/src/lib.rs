@@ -18,4 +18,6 @@ mod settings;
 
 pub use lag::{lag, partition_lags};
 pub use message::event_message;
-pub use settings::{KafkaSettings, MANUAL_OFFSETS};
+pub use settings::{
+    KafkaSettings, ProtectedProperty, DEAD_LETTER_MAX_BYTES, MANUAL_OFFSETS, PROTECTED_KEYS,
+};

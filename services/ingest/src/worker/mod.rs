@@ -74,7 +74,7 @@ impl Worker {
         let topic = def.topic.clone();
         let name = def.name.clone();
         let state = CollectionState::new(def, store, config.seal_policy(), metrics.clone())?;
-        let kafka = config.kafka();
+        let kafka = config.kafka()?;
         let dlq = DeadLetters::new(&kafka, &topic, &name, metrics.clone())?;
         let context = IngestContext::new(topic.clone(), state, dlq);
         let consumer: BaseConsumer<IngestContext> = kafka
