@@ -28,5 +28,5 @@ pub use envelope::{JsonFormat, COLLECTION_FORMAT, MANIFEST_FORMAT};
 pub use error::{Error, Result};
 pub use fsck::{fsck, FsckReport};
 pub use gc::{GcPolicy, GcReport};
-pub use manifest::{Manifest, PartitionState, SegmentEntry};
+pub use manifest::{Manifest, PartitionResume, PartitionState, SegmentEntry};
 pub use store::{CreateOutcome, Store};

@@ -10,6 +10,8 @@
 //!   the [`dlq`];
 //! - `id_rows`: where the current sealed row of every id is, so a seal
 //!   deletes the rows its events replace;
+//! - [`resume_partition`]: the operator's way to restart a partition that
+//!   stopped because reading on would skip events;
 //! - [`maintenance`]: the background thread that builds segment indexes,
 //!   merges segments and collects garbage;
 //! - `http` and [`metrics`]: `/metrics` and `/healthz` on the tokio runtime.
@@ -21,6 +23,7 @@ mod http;
 mod id_rows;
 pub mod maintenance;
 pub mod metrics;
+mod resume;
 mod state;
 mod supervisor;
 mod worker;
@@ -36,7 +39,8 @@ use tracing::{error, info};
 pub use config::{IngestConfig, SealPolicy};
 pub use error::{Error, Result};
 pub use metrics::IngestMetrics;
-pub use state::{CollectionState, SealOutcome};
+pub use resume::resume_partition;
+pub use state::{Applied, CollectionState, SealOutcome, StopReason};
 
 /// A running ingest service.
 pub struct Ingest {

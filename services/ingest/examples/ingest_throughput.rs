@@ -1,0 +1,198 @@
+//! Sustained ingest throughput of 384-d events through eddy's own path:
+//! decode + apply into the growing buffer + seal (segment written, fsynced
+//! and published), without a broker — what the worker does per record.
+//! The broker-side rate is measured with a Kafka producer (see README).
+//!
+//! ```text
+//! cargo run --release -p eddy-ingest --example ingest_throughput -- json 200000
+//! cargo run --release -p eddy-ingest --example ingest_throughput -- protobuf 500000
+//! cargo run --release -p eddy-ingest --example ingest_throughput -- arrow 1000000
+//! ```
+//!
+//! Prints events (rows) per second over the whole run and the process's
+//! resident memory at each tenth, to show it stays flat.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow_array::builder::{FixedSizeListBuilder, Float32Builder};
+use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray, UInt64Array};
+use arrow_ipc::writer::StreamWriter;
+use eddy_event::Message;
+use eddy_ingest::{CollectionState, IngestMetrics, SealPolicy};
+use eddy_kafka::Record;
+use eddy_manifest::Store;
+use eddy_model::{CollectionDef, FieldType, Metric};
+use eddy_proto::v1::{payload_value::Kind, point_event::Id, PayloadValue, PointEvent};
+use prost::Message as _;
+
+const DIM: usize = 384;
+const ARROW_ROWS: usize = 1_000;
+
+fn vector(id: u64) -> Vec<f32> {
+    let mut state = id.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..DIM)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % 20_000) as f32 / 10_000.0 - 1.0
+        })
+        .collect()
+}
+
+fn json_event(id: u64) -> Vec<u8> {
+    let v = vector(id);
+    serde_json::to_vec(&serde_json::json!({
+        "id": id, "vector": v, "payload": {"section": format!("s{}", id % 50), "size": id % 1000}
+    }))
+    .expect("json")
+}
+
+fn protobuf_event(id: u64) -> Vec<u8> {
+    let mut event = PointEvent {
+        id: Some(Id::NumId(id)),
+        vector: vec![],
+        vector_le: vector(id).iter().flat_map(|f| f.to_le_bytes()).collect(),
+        payload: Default::default(),
+    };
+    event.payload.insert(
+        "section".into(),
+        PayloadValue {
+            kind: Some(Kind::Keyword(format!("s{}", id % 50))),
+        },
+    );
+    event.payload.insert(
+        "size".into(),
+        PayloadValue {
+            kind: Some(Kind::Integer((id % 1000) as i64)),
+        },
+    );
+    event.encode_to_vec()
+}
+
+fn arrow_batch(first: u64) -> Vec<u8> {
+    let ids = first..first + ARROW_ROWS as u64;
+    let mut vectors = FixedSizeListBuilder::new(Float32Builder::new(), DIM as i32);
+    for id in ids.clone() {
+        vectors.values().append_slice(&vector(id));
+        vectors.append(true);
+    }
+    let batch = RecordBatch::try_from_iter([
+        (
+            "id",
+            Arc::new(UInt64Array::from_iter_values(ids.clone())) as ArrayRef,
+        ),
+        ("vector", Arc::new(vectors.finish()) as ArrayRef),
+        (
+            "section",
+            Arc::new(StringArray::from_iter_values(
+                ids.clone().map(|i| format!("s{}", i % 50)),
+            )) as ArrayRef,
+        ),
+        (
+            "size",
+            Arc::new(Int64Array::from_iter_values(ids.map(|i| (i % 1000) as i64))) as ArrayRef,
+        ),
+    ])
+    .expect("batch");
+    let mut out = Vec::new();
+    let mut writer = StreamWriter::try_new(&mut out, &batch.schema()).expect("writer");
+    writer.write(&batch).expect("write");
+    writer.finish().expect("finish");
+    drop(writer);
+    out
+}
+
+fn rss_mib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb / 1024)
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let format = args.next().unwrap_or_else(|| "protobuf".into());
+    let events: u64 = args.next().and_then(|n| n.parse().ok()).unwrap_or(200_000);
+    let (content_type, per_message) = match format.as_str() {
+        "json" => (eddy_event::CONTENT_TYPE_JSON, 1),
+        "protobuf" => (eddy_event::CONTENT_TYPE_PROTOBUF, 1),
+        "arrow" => (eddy_event::CONTENT_TYPE_ARROW, ARROW_ROWS as u64),
+        other => panic!("format {other}: json, protobuf or arrow"),
+    };
+    // A pool of pre-encoded messages, reused round-robin (ids stay distinct
+    // within a seal, so every event is a new row; encoding is not timed).
+    let pool: Vec<Vec<u8>> = (0..64u64)
+        .map(|i| match format.as_str() {
+            "json" => json_event(i),
+            "protobuf" => protobuf_event(i),
+            _ => arrow_batch(i * ARROW_ROWS as u64),
+        })
+        .collect();
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = Store::open(dir.path()).expect("store");
+    let mut def = CollectionDef::new("bench", DIM as u32);
+    def.metric = Metric::Cosine;
+    def.payload_fields
+        .insert("section".into(), FieldType::Keyword);
+    def.payload_fields.insert("size".into(), FieldType::Integer);
+    store.create_collection(&def).expect("collection");
+    let metrics = IngestMetrics::new(&prometheus::Registry::new()).expect("metrics");
+    let policy = SealPolicy {
+        max_rows: 50_000,
+        max_bytes: 256 << 20,
+        max_age: Duration::from_secs(10),
+    };
+    let mut state = CollectionState::new(def, store, policy, metrics).expect("state");
+    state
+        .assign(&[0], &std::collections::BTreeMap::from([(0, 0)]))
+        .expect("assign");
+    let messages = events / per_message;
+    let started = Instant::now();
+    let mut seals = 0;
+    for offset in 0..messages {
+        let value = &pool[(offset % pool.len() as u64) as usize];
+        let record = Record {
+            message: Message {
+                key: None,
+                value: Some(value),
+                content_type: Some(content_type),
+            },
+            partition: 0,
+            offset: offset as i64,
+            timestamp_ms: 0,
+        };
+        let applied = state.apply(record);
+        assert_eq!(
+            applied,
+            eddy_ingest::Applied::Done,
+            "event {offset} applied"
+        );
+        if state.should_seal() {
+            state.seal().expect("seal");
+            seals += 1;
+        }
+        if (offset + 1) % (messages / 10).max(1) == 0 {
+            eprintln!(
+                "{:>3}%  {:>8.0} rows/s  rss {} MiB",
+                (offset + 1) * 100 / messages,
+                ((offset + 1) * per_message) as f64 / started.elapsed().as_secs_f64(),
+                rss_mib()
+            );
+        }
+    }
+    state.seal().expect("final seal");
+    let took = started.elapsed().as_secs_f64();
+    println!(
+        "{format}: {} rows in {took:.2} s = {:.0} rows/s ({} seals + 1, durable and published)",
+        messages * per_message,
+        (messages * per_message) as f64 / took,
+        seals
+    );
+}
