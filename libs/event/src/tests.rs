@@ -11,7 +11,7 @@ fn def() -> CollectionDef {
     def
 }
 
-fn json(value: &str) -> Result<Event, Rejection> {
+fn json(value: &str) -> Result<Event<'_>, Rejection> {
     decode(
         &def(),
         Message {
@@ -22,7 +22,7 @@ fn json(value: &str) -> Result<Event, Rejection> {
     )
 }
 
-fn reason(r: Result<Event, Rejection>) -> Reason {
+fn reason(r: Result<Event<'_>, Rejection>) -> Reason {
     r.expect_err("must be rejected").reason
 }
 

@@ -23,7 +23,7 @@ pub fn topic_gaps(settings: &KafkaSettings, topic: &str, timeout: Duration) -> K
         .ok_or(KafkaError::AdminOpCreation(format!(
             "no configuration returned for topic {topic}"
         )))?
-        .map_err(|code| KafkaError::AdminOp(code))?;
+        .map_err(KafkaError::AdminOp)?;
     let policy = resource
         .get("cleanup.policy")
         .and_then(|e| e.value.as_deref())
