@@ -80,6 +80,17 @@ pub struct IngestConfig {
     #[arg(long, env = "EDDY_MAX_UNINDEXED_ROWS", default_value_t = 1_000_000)]
     pub max_unindexed_rows: u64,
 
+    /// Create each collection's dead-letter topic `<topic>.dlq` at start-up
+    /// if missing (turn off where ingest may not create topics: while the
+    /// topic is missing, consumption pauses at the first rejected event).
+    #[arg(
+        long,
+        env = "EDDY_CREATE_DEAD_LETTER_TOPIC",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub create_dead_letter_topic: bool,
+
     /// Merge a size tier once it holds this many segments (0 = never merge).
     #[arg(long, env = "EDDY_MERGE_MIN_SEGMENTS", default_value_t = 4)]
     pub merge_min_segments: usize,

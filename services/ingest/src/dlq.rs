@@ -130,15 +130,19 @@ pub(crate) struct DeadLetters {
 }
 
 impl DeadLetters {
-    /// A producer for `<source_topic>.dlq`; creates the topic if missing.
+    /// A producer for `<source_topic>.dlq`; creates the topic if missing
+    /// when `create` is set.
     pub(crate) fn new(
         kafka: &KafkaSettings,
         source_topic: &str,
         collection: &str,
+        create: bool,
         metrics: IngestMetrics,
     ) -> Result<Self> {
         let topic = format!("{source_topic}.dlq");
-        create_topic(&kafka.admin(), &topic);
+        if create {
+            create_topic(&kafka.admin(), &topic);
+        }
         Self::connect(kafka, topic, collection, metrics)
     }
 

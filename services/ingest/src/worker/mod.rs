@@ -88,7 +88,13 @@ impl Worker {
                 warn!(collection = %name, topic = %topic, error = %e, "reading the topic's cleanup.policy failed: treating it as not compacted (an offset gap stops its partition)")
             }
         }
-        let dlq = DeadLetters::new(&kafka, &topic, &name, metrics.clone())?;
+        let dlq = DeadLetters::new(
+            &kafka,
+            &topic,
+            &name,
+            config.create_dead_letter_topic,
+            metrics.clone(),
+        )?;
         let context = IngestContext::new(topic.clone(), state, dlq);
         let consumer: BaseConsumer<IngestContext> = kafka
             .ingest_consumer(&config.group_id(&name), &config.instance_id())

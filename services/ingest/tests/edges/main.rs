@@ -1,8 +1,10 @@
 //! The Kafka edges of eddy-ingest, against a real broker (Tansu): offsets
 //! that would jump stop their partition loudly until an operator resumes
-//! it, and protobuf and Arrow events travel through the broker into
-//! segments (a bad Arrow batch to the dead-letter topic, whole).
+//! it, dead letters that cannot be written pause consumption, and protobuf
+//! and Arrow events travel through the broker into segments (a bad Arrow
+//! batch to the dead-letter topic, whole).
 
+mod dead_letters;
 mod formats;
 mod offsets;
 
@@ -20,7 +22,12 @@ use rdkafka::ClientConfig;
 /// Starts eddy-ingest in this process for `collection` (a `--collection`
 /// spec), sealing every few events.
 async fn start_ingest(store: &Path, brokers: &str, collection: &str) -> Ingest {
-    let config = IngestConfig::parse_from([
+    start_ingest_with(store, brokers, collection, &[]).await
+}
+
+/// [`start_ingest`] with more flags.
+async fn start_ingest_with(store: &Path, brokers: &str, collection: &str, more: &[&str]) -> Ingest {
+    let mut args = vec![
         "eddy-ingest",
         "--store",
         store.to_str().expect("utf-8"),
@@ -40,7 +47,9 @@ async fn start_ingest(store: &Path, brokers: &str, collection: &str) -> Ingest {
         "0",
         "--instance-id",
         "edges-test",
-    ]);
+    ];
+    args.extend_from_slice(more);
+    let config = IngestConfig::parse_from(args);
     eddy_ingest::start(config).await.expect("ingest starts")
 }
 
@@ -128,6 +137,8 @@ fn delete_topic(tansu: &Tansu, topic: &str) {
         .args(["topic", "delete", topic, "--broker"])
         .arg(tansu.broker_url())
         .current_dir(tansu.data_dir())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
         .status()
         .expect("tansu topic delete runs");
     assert!(status.success(), "tansu topic delete {topic}: {status}");
