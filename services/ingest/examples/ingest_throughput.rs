@@ -7,6 +7,8 @@
 //! cargo run --release -p eddy-ingest --example ingest_throughput -- json 200000
 //! cargo run --release -p eddy-ingest --example ingest_throughput -- protobuf 500000
 //! cargo run --release -p eddy-ingest --example ingest_throughput -- arrow 1000000
+//! # through a broker: produce first (untimed), then time eddy-ingest
+//! cargo run --release -p eddy-ingest --example ingest_throughput -- protobuf 200000 127.0.0.1:9092
 //! ```
 //!
 //! Prints events (rows) per second over the whole run and the process's
@@ -120,6 +122,10 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let format = args.next().unwrap_or_else(|| "protobuf".into());
     let events: u64 = args.next().and_then(|n| n.parse().ok()).unwrap_or(200_000);
+    if let Some(brokers) = args.next() {
+        through_broker(&format, events, &brokers);
+        return;
+    }
     let (content_type, per_message) = match format.as_str() {
         "json" => (eddy_event::CONTENT_TYPE_JSON, 1),
         "protobuf" => (eddy_event::CONTENT_TYPE_PROTOBUF, 1),
@@ -195,4 +201,113 @@ fn main() {
         (messages * per_message) as f64 / took,
         seals
     );
+}
+
+/// Produces `events` (untimed) to a fresh topic on `brokers`, then starts
+/// eddy-ingest in this process and times it until the manifest covers them.
+fn through_broker(format: &str, events: u64, brokers: &str) {
+    use clap::Parser as _;
+    use rdkafka::message::{Header, OwnedHeaders};
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+
+    let (content_type, per_message) = match format {
+        "json" => (eddy_event::CONTENT_TYPE_JSON, 1),
+        "protobuf" => (eddy_event::CONTENT_TYPE_PROTOBUF, 1),
+        _ => (eddy_event::CONTENT_TYPE_ARROW, ARROW_ROWS as u64),
+    };
+    let topic = format!("bench-{format}-{}", std::process::id());
+    let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
+        rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", brokers)
+            .create()
+            .expect("admin");
+    let new = rdkafka::admin::NewTopic::new(&topic, 1, rdkafka::admin::TopicReplication::Fixed(1));
+    let created = futures::executor::block_on(
+        admin.create_topics([&new], &rdkafka::admin::AdminOptions::new()),
+    );
+    eprintln!("topic {topic}: {created:?}");
+    std::thread::sleep(Duration::from_secs(1));
+    let producer: BaseProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("linger.ms", "20")
+        .set("batch.size", "1000000")
+        .set("message.max.bytes", "20000000")
+        .set("queue.buffering.max.kbytes", "1048576")
+        .create()
+        .expect("producer");
+    let messages = events / per_message;
+    let produced = Instant::now();
+    for m in 0..messages {
+        let first = m * per_message;
+        let value = match format {
+            "json" => json_event(first),
+            "protobuf" => protobuf_event(first),
+            _ => arrow_batch(first),
+        };
+        let headers = OwnedHeaders::new().insert(Header {
+            key: "content-type",
+            value: Some(content_type),
+        });
+        let mut record = BaseRecord::<'_, [u8], [u8]>::to(&topic)
+            .payload(&value)
+            .headers(headers);
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((_, back)) => {
+                    record = back;
+                    producer.poll(Duration::from_millis(10));
+                }
+            }
+        }
+        producer.poll(Duration::ZERO);
+    }
+    producer.flush(Duration::from_secs(600)).expect("flushed");
+    eprintln!(
+        "produced {messages} messages in {:.1} s",
+        produced.elapsed().as_secs_f64()
+    );
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = Store::open(dir.path()).expect("store");
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let spec = format!(
+        "name=bench,topic={topic},dim={DIM},metric=cosine,field.section=keyword,field.size=integer"
+    );
+    let config = eddy_ingest::IngestConfig::parse_from([
+        "eddy-ingest",
+        "--store",
+        dir.path().to_str().expect("utf-8"),
+        "--brokers",
+        brokers,
+        "--collection",
+        &spec,
+        "--metrics-addr",
+        "127.0.0.1:0",
+        "--max-unindexed-rows",
+        "0",
+        "--merge-min-segments",
+        "0",
+    ]);
+    let started = Instant::now();
+    let ingest = runtime
+        .block_on(eddy_ingest::start(config))
+        .expect("ingest starts");
+    let mut peak_rss = 0;
+    loop {
+        peak_rss = peak_rss.max(rss_mib());
+        let covered = store
+            .latest_manifest("bench")
+            .map_or(0, |m| m.next_offset(0));
+        if covered as u64 >= messages {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let took = started.elapsed().as_secs_f64();
+    println!(
+        "{format} via broker: {} rows in {took:.2} s = {:.0} rows/s sealed and published (peak rss {peak_rss} MiB, graphs built in the background)",
+        messages * per_message,
+        (messages * per_message) as f64 / took
+    );
+    runtime.block_on(ingest.shutdown());
 }

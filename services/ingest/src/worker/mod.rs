@@ -31,6 +31,9 @@ use unassigned::{UnassignedWatch, UNASSIGNED_WARN_SECS};
 
 /// Longest one poll waits for an event.
 const POLL_TIMEOUT: Duration = Duration::from_millis(50);
+/// Events applied per turn of the loop at most (the pause and the reports
+/// are checked between turns; a turn ends early once a seal is due).
+const MAX_POLLS_PER_TURN: usize = 256;
 /// How often lag is reported and offsets are checked against each log.
 const LAG_EVERY: Duration = Duration::from_secs(5);
 /// How long reading the topic's `cleanup.policy` waits at start-up.
@@ -124,7 +127,7 @@ impl Worker {
     /// One turn of the loop.
     fn turn(&mut self) -> Result<()> {
         self.apply_pause();
-        self.poll_one();
+        self.poll_some();
         self.context().take_failure()?;
         self.seal_if_due()?;
         self.report()?;
@@ -179,17 +182,31 @@ impl Worker {
         }
     }
 
-    /// Polls at most one event and applies it (callbacks such as rebalances
-    /// run inside the poll).
-    fn poll_one(&mut self) {
-        match self.consumer.poll(POLL_TIMEOUT) {
-            Some(Ok(msg)) => self.apply(&msg),
-            Some(Err(e)) if offsets::is_out_of_range(&e) => {
-                error!(collection = %self.name, error = %e, "a fetch offset is outside its partition's log: checking every partition");
-                self.check_now = true;
+    /// Polls and applies up to [`MAX_POLLS_PER_TURN`] events: the first
+    /// poll waits up to [`POLL_TIMEOUT`], the rest take only what is already
+    /// fetched (callbacks such as rebalances run inside the poll).
+    fn poll_some(&mut self) {
+        let mut timeout = POLL_TIMEOUT;
+        for _ in 0..MAX_POLLS_PER_TURN {
+            match self.consumer.poll(timeout) {
+                Some(Ok(msg)) => {
+                    self.apply(&msg);
+                    if self.context().state.lock().should_seal() {
+                        return;
+                    }
+                }
+                Some(Err(e)) if offsets::is_out_of_range(&e) => {
+                    error!(collection = %self.name, error = %e, "a fetch offset is outside its partition's log: checking every partition");
+                    self.check_now = true;
+                    return;
+                }
+                Some(Err(e)) => {
+                    warn!(collection = %self.name, error = %e, "kafka consumer error");
+                    return;
+                }
+                None => return,
             }
-            Some(Err(e)) => warn!(collection = %self.name, error = %e, "kafka consumer error"),
-            None => {}
+            timeout = Duration::ZERO;
         }
     }
 
