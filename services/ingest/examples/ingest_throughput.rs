@@ -118,11 +118,28 @@ fn rss_mib() -> u64 {
         .map_or(0, |kb| kb / 1024)
 }
 
+/// CPU seconds this process has used (user + system), from /proc.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are the
+    // 12th and 13th of them, in clock ticks (100 per second on Linux).
+    let rest = stat.rsplit(')').next().unwrap_or("");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let format = args.next().unwrap_or_else(|| "protobuf".into());
     let events: u64 = args.next().and_then(|n| n.parse().ok()).unwrap_or(200_000);
     if let Some(brokers) = args.next() {
+        tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            )
+            .init();
         through_broker(&format, events, &brokers);
         return;
     }
@@ -132,9 +149,12 @@ fn main() {
         "arrow" => (eddy_event::CONTENT_TYPE_ARROW, ARROW_ROWS as u64),
         other => panic!("format {other}: json, protobuf or arrow"),
     };
-    // A pool of pre-encoded messages, reused round-robin (ids stay distinct
-    // within a seal, so every event is a new row; encoding is not timed).
-    let pool: Vec<Vec<u8>> = (0..64u64)
+    // A pool of pre-encoded messages (encoding is not timed), reused
+    // round-robin: 50,000 distinct ids (one seal's worth), so each seal holds
+    // new rows and the next round upserts them again (delete bits on the
+    // older segment), as a stream of updates would.
+    let distinct = if per_message == 1 { 50_000 } else { 64 };
+    let pool: Vec<Vec<u8>> = (0..distinct)
         .map(|i| match format.as_str() {
             "json" => json_event(i),
             "protobuf" => protobuf_event(i),
@@ -161,6 +181,7 @@ fn main() {
         .expect("assign");
     let messages = events / per_message;
     let started = Instant::now();
+    let cpu_start = cpu_seconds();
     let mut seals = 0;
     for offset in 0..messages {
         let value = &pool[(offset % pool.len() as u64) as usize];
@@ -195,10 +216,12 @@ fn main() {
     }
     state.seal().expect("final seal");
     let took = started.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu_start;
+    let rows = (messages * per_message) as f64;
     println!(
-        "{format}: {} rows in {took:.2} s = {:.0} rows/s ({} seals + 1, durable and published)",
-        messages * per_message,
-        (messages * per_message) as f64 / took,
+        "{format}: {rows} rows in {took:.2} s = {:.0} rows/s wall, {:.0} rows per CPU-second ({} seals + 1, durable and published)",
+        rows / took,
+        rows / cpu.max(0.01),
         seals
     );
 }
@@ -309,5 +332,18 @@ fn through_broker(format: &str, events: u64, brokers: &str) {
         messages * per_message,
         (messages * per_message) as f64 / took
     );
+    let metrics = runtime
+        .block_on(async {
+            reqwest::get(format!("http://{}/metrics", ingest.metrics_addr()))
+                .await?
+                .text()
+                .await
+        })
+        .unwrap_or_default();
+    for line in metrics.lines().filter(|l| {
+        l.starts_with("eddy_ingest_unindexed_rows") || l.starts_with("eddy_ingest_segments{")
+    }) {
+        println!("  at that moment: {line}");
+    }
     runtime.block_on(ingest.shutdown());
 }
