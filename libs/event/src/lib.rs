@@ -1,19 +1,23 @@
 //! Decoding and validation of the Kafka point events (DESIGN.md, "The Kafka
-//! event"): JSON (default) and protobuf `eddy.v1.PointEvent` values, and
-//! tombstones (null value = delete the id in the key).
+//! event"): JSON (default) and protobuf `eddy.v1.PointEvent` values, Arrow
+//! IPC stream messages carrying many points, and tombstones (null value =
+//! delete the id in the key).
 //!
 //! The crate knows nothing about Kafka clients: it takes a message's key,
 //! value and `content-type` header and returns an [`Event`] or a
 //! [`Rejection`] whose [`Reason`] names the dead-letter cause.
 
+mod arrow;
 mod json;
+mod payload;
+mod points;
 mod protobuf;
 
-use eddy_model::{CollectionDef, PointId};
-use serde_json::{Map, Value};
+use std::borrow::Cow;
 
-/// A payload: the JSON object that travels with a point.
-pub type Payload = Map<String, Value>;
+use eddy_model::{CollectionDef, PointId};
+
+pub use points::{PointRef, Points};
 
 /// Largest accepted event value, in bytes.
 pub const MAX_EVENT_BYTES: usize = 16 << 20;
@@ -24,35 +28,32 @@ pub const MAX_PAYLOAD_BYTES: usize = 1 << 20;
 pub const CONTENT_TYPE_JSON: &str = "application/json";
 /// `content-type` of protobuf `eddy.v1.PointEvent` events.
 pub const CONTENT_TYPE_PROTOBUF: &str = "application/x-protobuf";
+/// `content-type` of Arrow IPC stream messages carrying many points.
+pub const CONTENT_TYPE_ARROW: &str = "application/vnd.apache.arrow.stream";
 
 /// One point: what an upsert carries.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Point {
+pub struct Point<'a> {
     /// The point id.
     pub id: PointId,
     /// The vector, normalised when the collection's metric asks for it.
     pub vector: Vec<f32>,
-    /// The payload (empty when the event had none).
-    pub payload: Payload,
+    /// The payload as the bytes of one JSON object (empty for none): for a
+    /// JSON event the `payload` object exactly as it arrived (borrowed from
+    /// the message, never re-serialised), for protobuf the canonical JSON
+    /// built once.
+    pub payload: Cow<'a, [u8]>,
 }
 
 /// A decoded event.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Event {
+pub enum Event<'a> {
     /// Insert or replace a point.
-    Upsert(Point),
+    Upsert(Point<'a>),
     /// Delete the point with this id.
     Delete(PointId),
-}
-
-impl Event {
-    /// The id the event is about.
-    pub fn id(&self) -> &PointId {
-        match self {
-            Event::Upsert(p) => &p.id,
-            Event::Delete(id) => id,
-        }
-    }
+    /// Insert or replace many points, in row order (an Arrow IPC message).
+    Bulk(Points),
 }
 
 /// Why an event was rejected: a closed set, used as a metric label and in the
@@ -79,11 +80,13 @@ pub enum Reason {
     Oversize,
     /// The `content-type` header names a format eddy does not read.
     UnsupportedContentType,
+    /// An Arrow batch lacks a column eddy needs or has one of another type.
+    WrongSchema,
 }
 
 impl Reason {
     /// Every reason, for pre-registering metric label values.
-    pub const ALL: [Reason; 10] = [
+    pub const ALL: [Reason; 11] = [
         Reason::Malformed,
         Reason::WrongDimension,
         Reason::NonFinite,
@@ -94,6 +97,7 @@ impl Reason {
         Reason::PayloadType,
         Reason::Oversize,
         Reason::UnsupportedContentType,
+        Reason::WrongSchema,
     ];
 
     /// The stable snake_case name used in metrics and headers.
@@ -109,6 +113,7 @@ impl Reason {
             Reason::PayloadType => "payload_type",
             Reason::Oversize => "oversize",
             Reason::UnsupportedContentType => "unsupported_content_type",
+            Reason::WrongSchema => "wrong_schema",
         }
     }
 }
@@ -148,19 +153,15 @@ pub struct Message<'a> {
     pub content_type: Option<&'a str>,
 }
 
-/// Decodes and validates one message for a collection.
-pub fn decode(def: &CollectionDef, msg: Message<'_>) -> Result<Event, Rejection> {
-    let key_id =
-        match msg.key {
-            None => None,
-            Some(key) => {
-                let text = std::str::from_utf8(key)
-                    .map_err(|_| Rejection::new(Reason::WrongIdType, "message key is not UTF-8"))?;
-                Some(PointId::parse(text, def.id_type).map_err(|e| {
-                    Rejection::new(Reason::WrongIdType, format!("message key: {e}"))
-                })?)
-            }
-        };
+/// Decodes and validates one message for a collection: each value is
+/// parsed once, and a JSON payload is kept as the bytes it arrived as.
+pub fn decode<'a>(def: &CollectionDef, msg: Message<'a>) -> Result<Event<'a>, Rejection> {
+    let content_type = msg
+        .content_type
+        .map(|c| c.split(';').next().unwrap_or(c).trim());
+    let bulk = content_type == Some(CONTENT_TYPE_ARROW);
+    // A bulk message's key names no single id: it is not checked.
+    let key_id = if bulk { None } else { key_id(def, msg.key)? };
     let Some(value) = msg.value else {
         return key_id
             .map(Event::Delete)
@@ -172,18 +173,17 @@ pub fn decode(def: &CollectionDef, msg: Message<'_>) -> Result<Event, Rejection>
             format!("value of {} bytes exceeds {MAX_EVENT_BYTES}", value.len()),
         ));
     }
-    let content_type = msg
-        .content_type
-        .map(|c| c.split(';').next().unwrap_or(c).trim());
     let mut point = match content_type {
-        None | Some("") | Some(CONTENT_TYPE_JSON) => json::decode(value)?,
-        Some(CONTENT_TYPE_PROTOBUF) => protobuf::decode(value)?,
+        None | Some("") | Some(CONTENT_TYPE_JSON) => json::decode(def, value)?,
+        Some(CONTENT_TYPE_PROTOBUF) => protobuf::decode(def, value)?,
+        Some(CONTENT_TYPE_ARROW) => return arrow::decode(def, value).map(Event::Bulk),
         Some(other) => {
             return Err(Rejection::new(
                 Reason::UnsupportedContentType,
                 format!(
-                "content-type {other:?} (expected {CONTENT_TYPE_JSON} or {CONTENT_TYPE_PROTOBUF})"
-            ),
+                    "content-type {other:?} (expected {CONTENT_TYPE_JSON}, \
+                     {CONTENT_TYPE_PROTOBUF} or {CONTENT_TYPE_ARROW})"
+                ),
             ))
         }
     };
@@ -199,39 +199,41 @@ pub fn decode(def: &CollectionDef, msg: Message<'_>) -> Result<Event, Rejection>
             ));
         }
     }
-    validate_point(def, &mut point)?;
+    validate_vector_for(def, &mut point.vector)?;
     Ok(Event::Upsert(point))
 }
 
-/// Checks a decoded point against the collection (dimension, finiteness,
-/// payload types and size) and normalises its vector for cosine.
-pub fn validate_point(def: &CollectionDef, point: &mut Point) -> Result<(), Rejection> {
-    if point.vector.len() != def.dimension as usize {
+/// The id a message key names, if it has one.
+fn key_id(def: &CollectionDef, key: Option<&[u8]>) -> Result<Option<PointId>, Rejection> {
+    let Some(key) = key else {
+        return Ok(None);
+    };
+    let text = std::str::from_utf8(key)
+        .map_err(|_| Rejection::new(Reason::WrongIdType, "message key is not UTF-8"))?;
+    PointId::parse(text, def.id_type)
+        .map(Some)
+        .map_err(|e| Rejection::new(Reason::WrongIdType, format!("message key: {e}")))
+}
+
+/// Checks a vector against the collection (dimension, finiteness) and
+/// normalises it when the metric asks for it.
+pub fn validate_vector_for(def: &CollectionDef, vector: &mut [f32]) -> Result<(), Rejection> {
+    if vector.len() != def.dimension as usize {
         return Err(Rejection::new(
             Reason::WrongDimension,
             format!(
                 "vector has {} values, collection dimension is {}",
-                point.vector.len(),
+                vector.len(),
                 def.dimension
             ),
         ));
     }
-    validate_vector(&point.vector)?;
-    if def.metric.normalizes() && !normalize(&mut point.vector) {
+    validate_vector(vector)?;
+    if def.metric.normalizes() && !normalize(vector) {
         return Err(Rejection::new(
             Reason::ZeroVector,
             "cosine collection got an all-zero vector",
         ));
-    }
-    for (field, ty) in &def.payload_fields {
-        if let Some(value) = point.payload.get(field) {
-            if !ty.accepts(value) {
-                return Err(Rejection::new(
-                    Reason::PayloadType,
-                    format!("payload field {field:?} must be {ty:?}, got {value}"),
-                ));
-            }
-        }
     }
     Ok(())
 }

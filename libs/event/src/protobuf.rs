@@ -1,14 +1,17 @@
 //! The protobuf event format: `eddy.v1.PointEvent`.
 
-use eddy_model::PointId;
+use std::borrow::Cow;
+
+use eddy_model::{CollectionDef, PointId};
 use eddy_proto::v1::{payload_value::Kind, point_event::Id, PointEvent};
 use prost::Message as _;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-use crate::{Payload, Point, Reason, Rejection, MAX_PAYLOAD_BYTES};
+use crate::{Point, Reason, Rejection, MAX_PAYLOAD_BYTES};
 
-/// Decodes one protobuf `PointEvent` value.
-pub(crate) fn decode(value: &[u8]) -> Result<Point, Rejection> {
+/// Decodes one protobuf `PointEvent` value; its typed payload becomes
+/// canonical JSON bytes, built once.
+pub(crate) fn decode(def: &CollectionDef, value: &[u8]) -> Result<Point<'static>, Rejection> {
     let event = PointEvent::decode(value).map_err(|e| {
         Rejection::new(
             Reason::Malformed,
@@ -43,9 +46,31 @@ pub(crate) fn decode(value: &[u8]) -> Result<Point, Rejection> {
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect()
     };
-    let mut payload = Payload::new();
-    let mut bytes = 0usize;
-    for (field, value) in event.payload {
+    let payload = if event.payload.is_empty() {
+        Vec::new()
+    } else {
+        payload_json(def, event.payload)?
+    };
+    if payload.len() > MAX_PAYLOAD_BYTES {
+        return Err(Rejection::new(
+            Reason::Oversize,
+            format!("payload exceeds {MAX_PAYLOAD_BYTES} bytes"),
+        ));
+    }
+    Ok(Point {
+        id,
+        vector,
+        payload: Cow::Owned(payload),
+    })
+}
+
+/// The typed payload fields as one JSON object's bytes.
+fn payload_json(
+    def: &CollectionDef,
+    fields: impl IntoIterator<Item = (String, eddy_proto::v1::PayloadValue)>,
+) -> Result<Vec<u8>, Rejection> {
+    let mut payload = Map::new();
+    for (field, value) in fields {
         let json = match value.kind {
             None => Value::Null,
             Some(Kind::Keyword(s)) => Value::String(s),
@@ -63,18 +88,9 @@ pub(crate) fn decode(value: &[u8]) -> Result<Point, Rejection> {
                 )
             })?,
         };
-        bytes += field.len() + json.to_string().len();
+        crate::payload::check_field(def, &field, &json)?;
         payload.insert(field, json);
     }
-    if bytes > MAX_PAYLOAD_BYTES {
-        return Err(Rejection::new(
-            Reason::Oversize,
-            format!("payload exceeds {MAX_PAYLOAD_BYTES} bytes"),
-        ));
-    }
-    Ok(Point {
-        id,
-        vector,
-        payload,
-    })
+    serde_json::to_vec(&payload)
+        .map_err(|e| Rejection::new(Reason::Malformed, format!("payload: {e}")))
 }

@@ -11,7 +11,7 @@ fn def() -> CollectionDef {
     def
 }
 
-fn json(value: &str) -> Result<Event, Rejection> {
+fn json(value: &str) -> Result<Event<'_>, Rejection> {
     decode(
         &def(),
         Message {
@@ -22,7 +22,7 @@ fn json(value: &str) -> Result<Event, Rejection> {
     )
 }
 
-fn reason(r: Result<Event, Rejection>) -> Reason {
+fn reason(r: Result<Event<'_>, Rejection>) -> Reason {
     r.expect_err("must be rejected").reason
 }
 
@@ -35,7 +35,43 @@ fn json_upsert_decodes() {
     };
     assert_eq!(p.id, PointId::Num(7));
     assert_eq!(p.vector, vec![1.0, 2.0, 3.0]);
-    assert_eq!(p.payload["name"], "x");
+    assert_eq!(&*p.payload, br#"{"size": 3, "name": "x"}"#);
+}
+
+#[test]
+fn json_payload_is_kept_as_the_bytes_it_arrived_as() {
+    let value = br#"{"id": 7, "vector": [1, 2, 3], "payload": {"z": 1.50, "a": "\u00e9"}}"#;
+    let Ok(Event::Upsert(p)) = decode(
+        &def(),
+        Message {
+            key: None,
+            value: Some(value),
+            content_type: None,
+        },
+    ) else {
+        panic!("expected upsert")
+    };
+    assert!(
+        matches!(p.payload, std::borrow::Cow::Borrowed(_)),
+        "borrowed from the message, not copied"
+    );
+    assert_eq!(&*p.payload, br#"{"z": 1.50, "a": "\u00e9"}"#);
+    let none = json(r#"{"id": 7, "vector": [1, 2, 3], "payload": null}"#).expect("valid");
+    let Event::Upsert(p) = none else {
+        panic!("expected upsert")
+    };
+    assert!(p.payload.is_empty());
+    assert_eq!(
+        reason(json(r#"{"id": 7, "vector": [1, 2, 3], "payload": [1]}"#)),
+        Reason::Malformed
+    );
+    assert_eq!(
+        reason(json(
+            r#"{"id": 7, "vector": [1, 2, 3], "payload": {"si\u007ae": "x"}}"#
+        )),
+        Reason::PayloadType,
+        "an escaped key still names the declared field"
+    );
 }
 
 #[test]
@@ -162,7 +198,7 @@ fn protobuf_events_decode() {
         panic!("expected upsert")
     };
     assert_eq!(p.vector, vec![1.0, 2.0, 3.0]);
-    assert_eq!(p.payload["size"], 4);
+    assert_eq!(&*p.payload, br#"{"size":4}"#);
     let garbage = decode(
         &def,
         Message {
@@ -172,4 +208,140 @@ fn protobuf_events_decode() {
         },
     );
     assert_eq!(reason(garbage), Reason::Malformed);
+}
+
+mod arrow {
+    use std::sync::Arc;
+
+    use arrow_array::builder::{FixedSizeListBuilder, Float32Builder};
+    use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray, UInt64Array};
+    use arrow_ipc::writer::StreamWriter;
+
+    use super::*;
+
+    fn vectors(rows: &[[f32; 3]]) -> ArrayRef {
+        let mut b = FixedSizeListBuilder::new(Float32Builder::new(), 3);
+        for row in rows {
+            b.values().append_slice(row);
+            b.append(true);
+        }
+        Arc::new(b.finish())
+    }
+
+    fn stream(columns: Vec<(&str, ArrayRef)>) -> Vec<u8> {
+        let batch = RecordBatch::try_from_iter(columns).expect("batch");
+        let mut out = Vec::new();
+        let mut w = StreamWriter::try_new(&mut out, &batch.schema()).expect("writer");
+        w.write(&batch).expect("write");
+        w.finish().expect("finish");
+        drop(w);
+        out
+    }
+
+    fn bulk(def: &CollectionDef, value: &[u8]) -> Result<Event<'static>, Rejection> {
+        decode(
+            def,
+            Message {
+                key: Some(b"any key"),
+                value: Some(value),
+                content_type: Some(CONTENT_TYPE_ARROW),
+            },
+        )
+        .map(|e| match e {
+            Event::Bulk(points) => Event::Bulk(points),
+            _ => panic!("an Arrow message decodes to a bulk event"),
+        })
+    }
+
+    #[test]
+    fn a_batch_decodes_to_points_in_row_order_with_payloads() {
+        let value = stream(vec![
+            ("id", Arc::new(UInt64Array::from(vec![5, 6])) as ArrayRef),
+            ("vector", vectors(&[[1.0, 0.0, 0.0], [0.0, 2.0, 0.0]])),
+            ("size", Arc::new(Int64Array::from(vec![Some(3), None]))),
+            ("name", Arc::new(StringArray::from(vec!["a\"b", "c"]))),
+        ]);
+        let Ok(Event::Bulk(points)) = bulk(&def(), &value) else {
+            panic!("valid batch")
+        };
+        assert_eq!(points.len(), 2);
+        let rows: Vec<PointRef<'_>> = points.iter().collect();
+        assert_eq!(rows[0].id, &PointId::Num(5));
+        assert_eq!(rows[1].vector, &[0.0, 2.0, 0.0]);
+        assert_eq!(rows[0].payload, br#"{"size":3,"name":"a\"b"}"#);
+        assert_eq!(rows[1].payload, br#"{"name":"c"}"#);
+        assert_eq!(rows[1].row, 1);
+    }
+
+    #[test]
+    fn a_bad_batch_is_rejected_whole_with_the_reason() {
+        let ok_vectors = || vectors(&[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]);
+        let ids = || Arc::new(UInt64Array::from(vec![1, 2])) as ArrayRef;
+        let nan = stream(vec![
+            ("id", ids()),
+            ("vector", vectors(&[[1.0, 0.0, 0.0], [f32::NAN, 0.0, 0.0]])),
+        ]);
+        let err = bulk(&def(), &nan).expect_err("NaN row");
+        assert_eq!(err.reason, Reason::NonFinite);
+        assert!(err.detail.contains("row 1"), "{err}");
+        let typed = stream(vec![
+            ("id", ids()),
+            ("vector", ok_vectors()),
+            (
+                "size",
+                Arc::new(StringArray::from(vec!["x", "y"])) as ArrayRef,
+            ),
+        ]);
+        assert_eq!(
+            bulk(&def(), &typed).expect_err("type").reason,
+            Reason::PayloadType
+        );
+        let str_ids = stream(vec![
+            (
+                "id",
+                Arc::new(StringArray::from(vec!["a", "b"])) as ArrayRef,
+            ),
+            ("vector", ok_vectors()),
+        ]);
+        assert_eq!(
+            bulk(&def(), &str_ids).expect_err("ids").reason,
+            Reason::WrongIdType
+        );
+        let no_vector = stream(vec![("id", ids())]);
+        assert_eq!(
+            bulk(&def(), &no_vector).expect_err("schema").reason,
+            Reason::WrongSchema
+        );
+        let mut wide = def();
+        wide.dimension = 4;
+        assert_eq!(
+            bulk(
+                &wide,
+                &stream(vec![("id", ids()), ("vector", ok_vectors())])
+            )
+            .expect_err("dimension")
+            .reason,
+            Reason::WrongDimension
+        );
+        assert_eq!(
+            bulk(&def(), b"not arrow").expect_err("garbage").reason,
+            Reason::Malformed
+        );
+    }
+
+    #[test]
+    fn string_ids_decode_for_string_collections() {
+        let mut def = def();
+        def.id_type = IdType::String;
+        let value = stream(vec![
+            ("id", Arc::new(StringArray::from(vec!["doc-1"])) as ArrayRef),
+            ("vector", vectors(&[[0.0, 0.0, 1.0]])),
+        ]);
+        let Ok(Event::Bulk(points)) = bulk(&def, &value) else {
+            panic!("valid batch")
+        };
+        let row = points.get(0).expect("one row");
+        assert_eq!(row.id, &PointId::Str("doc-1".into()));
+        assert!(row.payload.is_empty());
+    }
 }

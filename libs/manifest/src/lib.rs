@@ -31,6 +31,6 @@ pub use error::{Error, Result};
 pub use fsck::{fsck, FsckReport, LiveRow, LiveRows};
 pub use gc::{GcPolicy, GcReport};
 pub use lease::{Lease, LeaseRecord, LEASE_FORMAT};
-pub use manifest::{Manifest, PartitionState, SegmentEntry};
+pub use manifest::{Manifest, PartitionResume, PartitionState, SegmentEntry};
 pub use store::{CreateOutcome, Store};
 pub use update::Updated;

@@ -14,6 +14,22 @@ pub struct PartitionState {
     pub owner_epoch: u64,
 }
 
+/// An operator's decision to resume a stopped partition from a chosen
+/// offset: who, why, when, and the offsets before and after.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionResume {
+    /// The offset the partition resumes from (its new `next_offset`).
+    pub offset: i64,
+    /// The partition's `next_offset` before the resume.
+    pub previous_offset: i64,
+    /// Who resumed it (operator or tool).
+    pub by: String,
+    /// Why (free text, e.g. "topic re-created; events 0-99 restored").
+    pub reason: String,
+    /// When, in ms since the Unix epoch.
+    pub at_ms: u64,
+}
+
 /// A live segment as the manifest lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SegmentEntry {
@@ -55,6 +71,9 @@ pub struct Manifest {
     pub segments: Vec<SegmentEntry>,
     /// Per partition progress and owner epoch.
     pub partitions: BTreeMap<u32, PartitionState>,
+    /// Per partition, the latest operator resume (absent when never resumed).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resumes: BTreeMap<u32, PartitionResume>,
     /// When this version was published, in ms since the Unix epoch.
     pub published_ms: u64,
 }
@@ -67,6 +86,7 @@ impl Manifest {
             collection: collection.to_owned(),
             segments: Vec::new(),
             partitions: BTreeMap::new(),
+            resumes: BTreeMap::new(),
             published_ms: 0,
         }
     }

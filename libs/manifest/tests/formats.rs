@@ -64,6 +64,7 @@ fn golden_manifest() -> Manifest {
                 },
             ),
         ]),
+        resumes: BTreeMap::new(),
         published_ms: 1_700_000_000_000,
     }
 }

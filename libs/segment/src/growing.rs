@@ -30,6 +30,40 @@ pub struct RowRef<'a> {
     pub payload_json: &'a [u8],
 }
 
+/// Where an event came from: its partition and offset, its row within the
+/// message (an Arrow message carries many), and its timestamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Origin {
+    /// The event's timestamp in ms since the Unix epoch (0 when unknown).
+    pub timestamp_ms: i64,
+    /// Partition of the event.
+    pub partition: u32,
+    /// Offset of the event.
+    pub offset: i64,
+    /// Row within the message (0 for single-point events).
+    pub row: u32,
+}
+
+impl Origin {
+    /// An origin with no timestamp, for row 0 of `partition`/`offset`.
+    pub fn at(partition: u32, offset: i64) -> Self {
+        Self {
+            timestamp_ms: 0,
+            partition,
+            offset,
+            row: 0,
+        }
+    }
+
+    /// The order in which two events for one id take effect when they
+    /// arrived on different partitions (DESIGN.md, "The Kafka event"):
+    /// latest timestamp, then partition, then offset, then row. The derived
+    /// `Ord` is exactly this order.
+    pub fn supersedes(&self, other: &Origin) -> bool {
+        self > other
+    }
+}
+
 /// The latest event the buffer saw for an id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Touch {
@@ -39,6 +73,8 @@ pub struct Touch {
     pub offset: i64,
     /// Whether the event was a delete (else an upsert, now a live row).
     pub deleted: bool,
+    /// Where exactly the event came from.
+    pub origin: Origin,
 }
 
 /// Rows in memory, searchable by exact scan.
@@ -118,6 +154,20 @@ impl Growing {
         partition: u32,
         offset: i64,
     ) {
+        self.upsert_from(id, vector, payload_json, Origin::at(partition, offset));
+    }
+
+    /// Inserts or replaces the point `id` with an event from `origin`.
+    pub fn upsert_from(
+        &mut self,
+        id: PointId,
+        vector: &[f32],
+        payload_json: &[u8],
+        origin: Origin,
+    ) {
+        let Origin {
+            partition, offset, ..
+        } = origin;
         debug_assert_eq!(vector.len(), self.dim);
         self.kill_current(&id);
         let row = self.ids.len() as u32;
@@ -135,6 +185,7 @@ impl Growing {
                 partition,
                 offset,
                 deleted: false,
+                origin,
             },
         );
         self.ids.push(id);
@@ -142,13 +193,19 @@ impl Growing {
 
     /// Deletes the point `id` (a tombstone at `partition`/`offset`).
     pub fn delete(&mut self, id: PointId, partition: u32, offset: i64) {
+        self.delete_from(id, Origin::at(partition, offset));
+    }
+
+    /// Deletes the point `id` with a tombstone from `origin`.
+    pub fn delete_from(&mut self, id: PointId, origin: Origin) {
         self.kill_current(&id);
         self.touched.insert(
             id,
             Touch {
-                partition,
-                offset,
+                partition: origin.partition,
+                offset: origin.offset,
                 deleted: true,
+                origin,
             },
         );
     }
@@ -222,13 +279,11 @@ impl Growing {
         for r in 0..self.ids.len() as u32 {
             let row = self.row(r);
             if self.live[r as usize] && keep(row.partition, row.offset) {
-                next.upsert(
-                    row.id.clone(),
-                    row.vector,
-                    row.payload_json,
-                    row.partition,
-                    row.offset,
-                );
+                let origin = self
+                    .touched
+                    .get(row.id)
+                    .map_or(Origin::at(row.partition, row.offset), |t| t.origin);
+                next.upsert_from(row.id.clone(), row.vector, row.payload_json, origin);
             }
         }
         for (id, t) in &self.touched {

@@ -24,7 +24,7 @@ mod writer;
 pub use error::{Error, Result};
 pub use format::{FORMAT_VERSION, OLDEST_SUPPORTED_VERSION};
 pub use framed::Residency;
-pub use growing::{Growing, RowRef, Touch};
+pub use growing::{Growing, Origin, RowRef, Touch};
 pub use ids::Ids;
 pub use index_file::{
     IndexSection, IndexWriter, SegmentIndex, INDEX_FORMAT_VERSION, INDEX_OLDEST_SUPPORTED_VERSION,

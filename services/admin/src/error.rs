@@ -9,6 +9,12 @@ pub enum Error {
     /// The collection is not in the store.
     #[error("collection {0} is not in the store")]
     NoCollection(String),
+    /// The resume was refused or could not be published.
+    #[error(transparent)]
+    Resume(#[from] eddy_ingest::Error),
+    /// The Kafka settings were refused.
+    #[error(transparent)]
+    Settings(#[from] eddy_kafka::ProtectedProperty),
     /// A Kafka client call failed.
     #[error("kafka: {action}: {source}")]
     Kafka {

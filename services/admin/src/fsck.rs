@@ -113,7 +113,8 @@ pub fn run(args: &FsckArgs) -> Result<Outcome> {
     let kafka = args
         .brokers
         .as_ref()
-        .map(|b| KafkaSettings::new(b.clone(), Vec::new()));
+        .map(|b| KafkaSettings::new(b.clone(), Vec::new()))
+        .transpose()?;
     let mut checked = Vec::with_capacity(defs.len());
     for def in &defs {
         checked.push(fsck_collection(&store, def, kafka.as_ref())?);

@@ -3,14 +3,18 @@
 //! - [`fsck`]: a collection's store checked over its own files, and with
 //!   broker access every offset below the manifest's `next_offset`
 //!   accounted for ([`offsets`] reads the topic and its dead letters);
-//! - [`report`]: the readable and JSON forms of what `fsck` found.
+//! - [`report`]: the readable and JSON forms of what `fsck` found;
+//! - [`resume`]: `eddy partition resume`, the operator's way out of a
+//!   stopped partition (the one command here that writes: a manifest
+//!   version recording who resumed it, why and from which offset).
 //!
-//! Everything here only reads the store and the topic.
+//! Everything else only reads the store and the topic.
 
 mod error;
 pub mod fsck;
 pub mod offsets;
 pub mod report;
+pub mod resume;
 
 use std::path::PathBuf;
 
@@ -26,12 +30,24 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// The subcommands (`eddy partition resume` will join them).
+/// The subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
     /// Checks collections over their stored files and, with `--brokers`,
     /// accounts for every offset of their topics.
     Fsck(FsckArgs),
+    /// Operations on one partition of a collection.
+    #[command(subcommand)]
+    Partition(PartitionCommand),
+}
+
+/// `eddy partition ...`.
+#[derive(Debug, clap::Subcommand)]
+pub enum PartitionCommand {
+    /// Restarts a stopped partition (its offset left the log, or a gap)
+    /// from `--offset`; events between its old offset and `--offset` are
+    /// not indexed. Recorded in the manifest with `--by` and `--reason`.
+    Resume(resume::ResumeArgs),
 }
 
 /// Flags of `eddy fsck`.
@@ -64,5 +80,6 @@ pub struct Outcome {
 pub fn run(cli: &Cli) -> Result<Outcome> {
     match &cli.command {
         Command::Fsck(args) => fsck::run(args),
+        Command::Partition(PartitionCommand::Resume(args)) => resume::run(args),
     }
 }

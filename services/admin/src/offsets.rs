@@ -100,19 +100,37 @@ pub fn read_topic(
         }
     }
     read_ranges(&consumer, &def.topic, &ranges, timeout, |msg| {
-        let kind = match eddy_event::decode(def, eddy_kafka::event_message(msg)) {
-            Ok(Event::Upsert(point)) => EventKind::Upsert(point.id),
-            Ok(Event::Delete(id)) => EventKind::Delete(id),
-            Err(rejection) => EventKind::Rejected(rejection.to_string()),
+        let kinds = match eddy_event::decode(def, eddy_kafka::event_message(msg)) {
+            Ok(Event::Upsert(point)) => vec![EventKind::Upsert(point.id)],
+            Ok(Event::Delete(id)) => vec![EventKind::Delete(id)],
+            Ok(Event::Bulk(points)) => bulk_upserts(&points),
+            Err(rejection) => vec![EventKind::Rejected(rejection.to_string())],
         };
-        read.events.push(TopicEvent {
-            partition: msg.partition() as u32,
-            offset: msg.offset(),
-            kind,
-        });
+        for kind in kinds {
+            read.events.push(TopicEvent {
+                partition: msg.partition() as u32,
+                offset: msg.offset(),
+                kind,
+            });
+        }
     })?;
     read.events.sort_by_key(|e| (e.partition, e.offset));
     Ok(read)
+}
+
+/// One upsert per distinct id of a bulk message: a later row of the same
+/// id replaces an earlier one, so only the last counts.
+fn bulk_upserts(points: &eddy_event::Points) -> Vec<EventKind> {
+    let rows: Vec<_> = points.iter().collect();
+    let mut seen = HashSet::new();
+    let mut kinds: Vec<EventKind> = rows
+        .into_iter()
+        .rev()
+        .filter(|p| seen.insert(p.id.clone()))
+        .map(|p| EventKind::Upsert(p.id.clone()))
+        .collect();
+    kinds.reverse();
+    kinds
 }
 
 /// The source (partition, offset) of every dead letter of `topic` in

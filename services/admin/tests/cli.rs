@@ -1,5 +1,6 @@
 //! `eddy fsck` as a command: exit 0 and a readable report on a sound store,
-//! exit 1 naming the damaged file when one is damaged, JSON with `--json`.
+//! exit 1 naming the damaged file when one is damaged, JSON with `--json`;
+//! `eddy partition resume` records the resume in a new manifest version.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -44,8 +45,13 @@ fn store() -> (tempfile::TempDir, Store, String) {
 }
 
 fn eddy(store: &Store, extra: &[&str]) -> (i32, String) {
+    run(&["fsck"], store, extra)
+}
+
+fn run(command: &[&str], store: &Store, extra: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_eddy"))
-        .args(["fsck", "--store", store.root().to_str().expect("utf-8")])
+        .args(command)
+        .args(["--store", store.root().to_str().expect("utf-8")])
         .args(extra)
         .output()
         .expect("eddy runs");
@@ -88,4 +94,57 @@ fn an_unknown_collection_cannot_be_checked() {
     let (_dir, store, _) = store();
     let (code, _) = eddy(&store, &["--collection", "nope"]);
     assert_eq!(code, 2);
+}
+
+#[test]
+fn a_resume_is_published_with_who_and_why() {
+    let (_dir, store, _) = store();
+    let before = store.latest_manifest("c").expect("manifest");
+    let (code, text) = run(
+        &["partition", "resume"],
+        &store,
+        &[
+            "--collection",
+            "c",
+            "--partition",
+            "0",
+            "--offset",
+            "10",
+            "--by",
+            "ops",
+            "--reason",
+            "topic re-created",
+        ],
+    );
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("resumed at offset 10 (was 3)"), "{text}");
+    let after = store.latest_manifest("c").expect("manifest");
+    assert_eq!(after.version, before.version + 1);
+    assert_eq!(after.next_offset(0), 10);
+    let resume = &after.resumes[&0];
+    assert_eq!(
+        (
+            resume.by.as_str(),
+            resume.reason.as_str(),
+            resume.previous_offset
+        ),
+        ("ops", "topic re-created", 3)
+    );
+    let (code, _) = run(
+        &["partition", "resume"],
+        &store,
+        &[
+            "--collection",
+            "nope",
+            "--partition",
+            "0",
+            "--offset",
+            "0",
+            "--by",
+            "ops",
+            "--reason",
+            "x",
+        ],
+    );
+    assert_eq!(code, 2, "an unknown collection is refused");
 }

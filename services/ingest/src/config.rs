@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use eddy_config::CommonArgs;
-use eddy_kafka::KafkaSettings;
+use eddy_kafka::{KafkaSettings, ProtectedProperty};
 
 use crate::maintenance::merge::MergePolicy;
 use crate::maintenance::GcSchedule;
@@ -80,6 +80,17 @@ pub struct IngestConfig {
     #[arg(long, env = "EDDY_MAX_UNINDEXED_ROWS", default_value_t = 1_000_000)]
     pub max_unindexed_rows: u64,
 
+    /// Create each collection's dead-letter topic `<topic>.dlq` at start-up
+    /// if missing (turn off where ingest may not create topics: while the
+    /// topic is missing, consumption pauses at the first rejected event).
+    #[arg(
+        long,
+        env = "EDDY_CREATE_DEAD_LETTER_TOPIC",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub create_dead_letter_topic: bool,
+
     /// Merge a size tier once it holds this many segments (0 = never merge).
     #[arg(long, env = "EDDY_MERGE_MIN_SEGMENTS", default_value_t = 4)]
     pub merge_min_segments: usize,
@@ -149,8 +160,9 @@ impl IngestConfig {
         format!("{}.{name}", self.group_prefix)
     }
 
-    /// The Kafka connection settings (`--brokers`, `--kafka-property`).
-    pub fn kafka(&self) -> KafkaSettings {
+    /// The Kafka connection settings (`--brokers`, `--kafka-property`);
+    /// an error names a property eddy refuses (it would make offsets jump).
+    pub fn kafka(&self) -> Result<KafkaSettings, ProtectedProperty> {
         KafkaSettings::new(
             self.common.brokers.clone(),
             self.common.kafka_client_properties(),
@@ -225,7 +237,10 @@ mod tests {
         assert_eq!(gc.every, Duration::from_secs(60));
         assert_eq!(gc.policy.keep_versions, 16);
         assert_eq!(config.common.collection_poll_ms, 1_000);
-        assert_eq!(config.kafka().brokers(), "127.0.0.1:9092");
+        assert_eq!(
+            config.kafka().expect("no protected property").brokers(),
+            "127.0.0.1:9092"
+        );
         let off = IngestConfig::parse_from(["eddy-ingest", "--gc-interval-ms", "0"]);
         assert!(off.gc_schedule().is_none());
     }

@@ -1,16 +1,24 @@
 //! The dead-letter topic: every rejected event is produced, unchanged, to
 //! `<topic>.dlq` with headers naming the reason and its source, and the
 //! write is acknowledged before any manifest covers the event's offset
-//! (DESIGN.md, "Kafka event"). A bad event therefore never stalls its
+//! (DESIGN.md, "The Kafka event"). A bad event therefore never stalls its
 //! partition and is never silently dropped.
+//!
+//! Dead letters cannot wedge the worker either: a letter larger than the
+//! producer's (or the broker's) limit is sent as a *reference* — the
+//! headers plus its size, no value — and while letters cannot be written
+//! at all (missing topic, denied ACL, broker down) the worker pauses
+//! consumption ([`DeadLetters::blocked`]), so memory stays bounded; it
+//! resumes once they are acknowledged. No event's outcome is decided by a
+//! retry loop: a rejected event is a dead letter, written sooner or later.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use eddy_kafka::KafkaSettings;
 use parking_lot::Mutex;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::error::RDKafkaErrorCode;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::{ClientConfig, ClientContext, Message};
@@ -29,10 +37,21 @@ pub const HEADER_TOPIC: &str = "eddy-source-topic";
 pub const HEADER_PARTITION: &str = "eddy-source-partition";
 /// Header with the source offset (decimal).
 pub const HEADER_OFFSET: &str = "eddy-source-offset";
+/// Header with the size of the rejected value in bytes (decimal): set on
+/// every letter, so a reference letter still says how large the event was.
+pub const HEADER_SIZE: &str = "eddy-source-size";
+/// Header present (value `reference`) on a letter that carries no value
+/// because the value exceeds what the dead-letter topic takes; the event
+/// is still in the source topic at the named offset.
+pub const HEADER_LETTER: &str = "eddy-letter";
 
-/// Attempts to deliver a dead letter before a seal gives up (and waits for
-/// the next seal attempt).
-const FLUSH_ATTEMPTS: usize = 3;
+/// Room kept for the key, headers and record framing within the producer's
+/// `message.max.bytes`.
+const LETTER_OVERHEAD: usize = 64 << 10;
+/// Letters unacknowledged for longer than this block consumption.
+const BLOCKED_AFTER: Duration = Duration::from_secs(2);
+/// How often failed letters are handed to the producer again.
+const RESEND_EVERY: Duration = Duration::from_secs(1);
 
 /// A dead letter kept until the broker acknowledged it.
 #[derive(Debug, Clone)]
@@ -53,9 +72,19 @@ impl Letter {
                 })
             })
     }
+
+    /// This letter as a reference: the headers, no value.
+    fn into_reference(mut self) -> Letter {
+        self.value = None;
+        if !self.headers.iter().any(|(k, _)| k == HEADER_LETTER) {
+            self.headers
+                .push((HEADER_LETTER.to_owned(), b"reference".to_vec()));
+        }
+        self
+    }
 }
 
-/// Records failed deliveries so a flush can send them again.
+/// Records failed deliveries so they can be sent again.
 struct DlqContext {
     failed: Mutex<Vec<Letter>>,
 }
@@ -67,10 +96,24 @@ impl ProducerContext for DlqContext {
 
     fn delivery(&self, result: &DeliveryResult<'_>, letter: Self::DeliveryOpaque) {
         if let Err((e, msg)) = result {
-            warn!(topic = msg.topic(), error = %e, "dead letter not delivered; will retry");
-            self.failed.lock().push(*letter);
+            let letter = if is_too_large(e) {
+                warn!(topic = msg.topic(), error = %e, "dead letter too large for the topic: sending a reference instead");
+                letter.into_reference()
+            } else {
+                warn!(topic = msg.topic(), error = %e, "dead letter not delivered; will resend");
+                *letter
+            };
+            self.failed.lock().push(letter);
         }
     }
+}
+
+/// Whether a produce error says the record is over a size limit.
+fn is_too_large(e: &KafkaError) -> bool {
+    matches!(
+        e.rdkafka_error_code(),
+        Some(RDKafkaErrorCode::MessageSizeTooLarge)
+    )
 }
 
 /// The dead-letter producer of one collection's worker.
@@ -79,36 +122,59 @@ pub(crate) struct DeadLetters {
     collection: String,
     producer: BaseProducer<DlqContext>,
     metrics: IngestMetrics,
-    timeout: Duration,
+    /// Largest value sent as is; larger ones go as references.
+    max_value_bytes: usize,
+    /// Since when some letter has been waiting for its acknowledgement.
+    pending_since: Mutex<Option<Instant>>,
+    last_resend: Mutex<Instant>,
 }
 
 impl DeadLetters {
-    /// A producer for `<source_topic>.dlq`; creates the topic if missing.
+    /// A producer for `<source_topic>.dlq`; creates the topic if missing
+    /// when `create` is set.
     pub(crate) fn new(
         kafka: &KafkaSettings,
         source_topic: &str,
         collection: &str,
+        create: bool,
         metrics: IngestMetrics,
     ) -> Result<Self> {
         let topic = format!("{source_topic}.dlq");
+        if create {
+            create_topic(&kafka.admin(), &topic);
+        }
+        Self::connect(kafka, topic, collection, metrics)
+    }
+
+    /// A producer for the existing topic `topic`.
+    pub(crate) fn connect(
+        kafka: &KafkaSettings,
+        topic: String,
+        collection: &str,
+        metrics: IngestMetrics,
+    ) -> Result<Self> {
         let producer: BaseProducer<DlqContext> = kafka
             .dead_letter_producer()
             .create_with_context(DlqContext {
                 failed: Mutex::new(Vec::new()),
             })
             .map_err(Error::kafka("creating the dead-letter producer"))?;
-        create_topic(&kafka.admin(), &topic);
         Ok(Self {
             topic,
             collection: collection.to_owned(),
             producer,
             metrics,
-            timeout: Duration::from_secs(10),
+            max_value_bytes: kafka
+                .dead_letter_max_bytes()
+                .saturating_sub(LETTER_OVERHEAD),
+            pending_since: Mutex::new(None),
+            last_resend: Mutex::new(Instant::now()),
         })
     }
 
     /// Queues a rejected event for the dead-letter topic (counted as
-    /// `produced`; [`DeadLetters::flush`] waits for its acknowledgement).
+    /// `produced`, or `reference` when its value is too large to carry;
+    /// [`DeadLetters::flush`] waits for its acknowledgement).
     pub(crate) fn send(
         &self,
         key: Option<&[u8]>,
@@ -118,6 +184,7 @@ impl DeadLetters {
         rejection: &eddy_event::Rejection,
     ) {
         let (source_topic, partition, offset) = source;
+        let size = value.map_or(0, <[u8]>::len);
         let mut headers = vec![
             (
                 HEADER_REASON.to_owned(),
@@ -133,22 +200,36 @@ impl DeadLetters {
                 partition.to_string().into_bytes(),
             ),
             (HEADER_OFFSET.to_owned(), offset.to_string().into_bytes()),
+            (HEADER_SIZE.to_owned(), size.to_string().into_bytes()),
         ];
         if let Some(ct) = content_type {
             headers.push(("content-type".to_owned(), ct.as_bytes().to_vec()));
         }
-        self.enqueue(Letter {
+        let letter = Letter {
             key: key.map(<[u8]>::to_vec),
-            value: value.map(<[u8]>::to_vec),
+            value: None,
             headers,
-        });
+        };
+        let (letter, outcome) = match value {
+            Some(v) if v.len() > self.max_value_bytes => (letter.into_reference(), "reference"),
+            Some(v) => (
+                Letter {
+                    value: Some(v.to_vec()),
+                    ..letter
+                },
+                "produced",
+            ),
+            None => (letter, "produced"),
+        };
+        self.enqueue(letter);
         self.metrics
             .dlq
-            .with_label_values(&[&self.collection, "produced"])
+            .with_label_values(&[&self.collection, outcome])
             .inc();
     }
 
     fn enqueue(&self, letter: Letter) {
+        self.pending_since.lock().get_or_insert_with(Instant::now);
         let headers = letter.headers();
         let boxed = Box::new(letter);
         let mut record: BaseRecord<'_, [u8], [u8], Box<Letter>> =
@@ -160,46 +241,84 @@ impl DeadLetters {
             record = record.payload(v.as_slice());
         }
         if let Err((e, record)) = self.producer.send(record) {
-            // Queue full or a local error: keep it for the next flush.
-            warn!(topic = %self.topic, error = %e, "queueing a dead letter failed; will retry");
-            self.producer
-                .context()
-                .failed
-                .lock()
-                .push(*record.delivery_opaque);
+            let letter = *record.delivery_opaque;
+            let letter = if is_too_large(&e) {
+                letter.into_reference()
+            } else {
+                warn!(topic = %self.topic, error = %e, "queueing a dead letter failed; will resend");
+                letter
+            };
+            self.producer.context().failed.lock().push(letter);
         }
         self.producer.poll(Duration::ZERO);
     }
 
-    /// Waits until every dead letter sent so far is acknowledged (resending
-    /// failed ones). A seal must not publish offsets past a rejected event
-    /// before this succeeds.
-    pub(crate) fn flush(&self) -> Result<()> {
-        for attempt in 0..FLUSH_ATTEMPTS {
-            let flushed = self.producer.flush(self.timeout);
+    /// Serves delivery reports, hands failed letters to the producer again
+    /// (at most once per [`RESEND_EVERY`]) and says whether letters have
+    /// waited so long that consumption must pause. Call once per turn.
+    pub(crate) fn poll(&self) -> bool {
+        self.producer.poll(Duration::ZERO);
+        let mut last = self.last_resend.lock();
+        if last.elapsed() >= RESEND_EVERY {
+            *last = Instant::now();
             let failed = std::mem::take(&mut *self.producer.context().failed.lock());
-            if flushed.is_ok() && failed.is_empty() {
-                return Ok(());
+            if !failed.is_empty() {
+                self.metrics
+                    .dlq
+                    .with_label_values(&[&self.collection, "retried"])
+                    .inc_by(failed.len() as u64);
             }
-            warn!(topic = %self.topic, attempt, failed = failed.len(), "dead letters pending; retrying");
-            self.metrics
-                .dlq
-                .with_label_values(&[&self.collection, "retried"])
-                .inc_by(failed.len() as u64);
             for letter in failed {
                 self.enqueue(letter);
             }
         }
-        let queued = self.producer.in_flight_count().max(0) as usize;
-        Err(Error::DeadLettersPending {
-            topic: self.topic.clone(),
-            pending: queued + self.producer.context().failed.lock().len(),
-        })
+        drop(last);
+        let pending = self.pending();
+        self.metrics
+            .dead_letters_pending
+            .with_label_values(&[&self.collection])
+            .set(pending as i64);
+        let mut since = self.pending_since.lock();
+        if pending == 0 {
+            *since = None;
+        }
+        since.is_some_and(|s| s.elapsed() >= BLOCKED_AFTER)
+    }
+
+    /// Letters not yet acknowledged (in flight or failed).
+    fn pending(&self) -> usize {
+        self.producer.in_flight_count().max(0) as usize
+            + self.producer.context().failed.lock().len()
+    }
+
+    /// Waits up to `timeout` until every dead letter sent so far is
+    /// acknowledged (failed ones are handed to the producer again once). A
+    /// seal must not publish offsets past a rejected event before this
+    /// succeeds.
+    pub(crate) fn flush(&self, timeout: Duration) -> Result<()> {
+        let failed = std::mem::take(&mut *self.producer.context().failed.lock());
+        for letter in failed {
+            self.enqueue(letter);
+        }
+        // A timeout is not an error here: what is still pending is counted below.
+        let _ = self.producer.flush(timeout);
+        self.producer.poll(Duration::ZERO);
+        match self.pending() {
+            0 => {
+                *self.pending_since.lock() = None;
+                Ok(())
+            }
+            pending => Err(Error::DeadLettersPending {
+                topic: self.topic.clone(),
+                pending,
+            }),
+        }
     }
 }
 
 /// Creates `topic` (one partition) unless it exists. Failures are logged:
-/// the topic may be auto-created, or pre-created by an operator.
+/// the topic may be auto-created, or pre-created by an operator; if it is
+/// missing, letters wait and consumption pauses until it exists.
 fn create_topic(client: &ClientConfig, topic: &str) {
     let admin: AdminClient<DefaultClientContext> = match client.create() {
         Ok(a) => a,
@@ -226,5 +345,128 @@ fn create_topic(client: &ClientConfig, topic: &str) {
             }
         }
         Err(e) => warn!(%topic, error = %e, "creating the dead-letter topic"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use eddy_event::{Reason, Rejection};
+    use eddy_loadtest::broker::Tansu;
+    use prometheus::Registry;
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::{Headers, OwnedMessage};
+    use rdkafka::{Offset, TopicPartitionList};
+
+    use super::*;
+
+    fn dead_letters(tansu: &Tansu, topic: &str, properties: &[(&str, &str)]) -> DeadLetters {
+        let settings = KafkaSettings::new(
+            tansu.bootstrap(),
+            properties
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        )
+        .expect("settings");
+        let metrics = IngestMetrics::new(&Registry::new()).expect("metrics");
+        DeadLetters::connect(&settings, topic.to_owned(), "c", metrics).expect("producer")
+    }
+
+    fn rejection() -> Rejection {
+        Rejection {
+            reason: Reason::Oversize,
+            detail: "too big".into(),
+        }
+    }
+
+    fn first_letter(tansu: &Tansu, topic: &str) -> OwnedMessage {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", tansu.bootstrap())
+            .set("group.id", "dlq-test-reader")
+            .create()
+            .expect("consumer");
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, 0, Offset::Beginning)
+            .expect("tpl");
+        consumer.assign(&tpl).expect("assign");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            assert!(Instant::now() < deadline, "no letter in {topic}");
+            if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+                return m.detach();
+            }
+        }
+    }
+
+    fn header(letter: &OwnedMessage, name: &str) -> Option<String> {
+        letter.headers().and_then(|h| {
+            h.iter()
+                .find(|x| x.key == name)
+                .and_then(|x| x.value.map(|v| String::from_utf8_lossy(v).into_owned()))
+        })
+    }
+
+    #[test]
+    fn a_missing_topic_blocks_until_it_exists_and_nothing_is_lost() {
+        let tansu = Tansu::start().expect("tansu");
+        // The broker does not auto-create topics: a letter for a topic that
+        // was never created (creation failed, or was not allowed) waits.
+        let dlq = dead_letters(&tansu, "missing.dlq", &[("message.timeout.ms", "2000")]);
+        dlq.send(
+            Some(b"k"),
+            Some(b"bad"),
+            None,
+            ("missing", 0, 41),
+            &rejection(),
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !dlq.poll() {
+            assert!(Instant::now() < deadline, "never reported blocked");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(
+            dlq.flush(Duration::from_millis(100)).is_err(),
+            "a seal must wait"
+        );
+        assert_eq!(
+            dlq.pending(),
+            1,
+            "one letter kept, not re-queued without bound"
+        );
+
+        tansu.create_topic("missing.dlq", 1).expect("topic");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while dlq.poll() || dlq.pending() > 0 {
+            assert!(Instant::now() < deadline, "never unblocked");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        dlq.flush(Duration::from_secs(5)).expect("acknowledged");
+        let letter = first_letter(&tansu, "missing.dlq");
+        assert_eq!(letter.payload(), Some(&b"bad"[..]));
+        assert_eq!(header(&letter, HEADER_OFFSET).as_deref(), Some("41"));
+    }
+
+    #[test]
+    fn an_oversize_letter_is_sent_as_a_reference() {
+        let tansu = Tansu::start().expect("tansu");
+        tansu.create_topic("big.dlq", 1).expect("topic");
+        let dlq = dead_letters(&tansu, "big.dlq", &[("message.max.bytes", "200000")]);
+        let value = vec![b'x'; 300_000];
+        dlq.send(
+            None,
+            Some(&value),
+            Some("application/json"),
+            ("big", 2, 9),
+            &rejection(),
+        );
+        dlq.flush(Duration::from_secs(10)).expect("acknowledged");
+        let letter = first_letter(&tansu, "big.dlq");
+        assert_eq!(letter.payload(), None, "no value");
+        assert_eq!(header(&letter, HEADER_LETTER).as_deref(), Some("reference"));
+        assert_eq!(header(&letter, HEADER_SIZE).as_deref(), Some("300000"));
+        assert_eq!(header(&letter, HEADER_TOPIC).as_deref(), Some("big"));
+        assert_eq!(header(&letter, HEADER_PARTITION).as_deref(), Some("2"));
+        assert_eq!(header(&letter, HEADER_OFFSET).as_deref(), Some("9"));
+        assert_eq!(header(&letter, HEADER_REASON).as_deref(), Some("oversize"));
     }
 }

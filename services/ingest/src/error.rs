@@ -54,6 +54,12 @@ pub enum Error {
     /// Registering metrics failed.
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
+    /// An operator's resume request cannot be carried out.
+    #[error("resume refused: {0}")]
+    InvalidResume(String),
+    /// A Kafka property in the configuration is one eddy refuses.
+    #[error(transparent)]
+    KafkaSettings(#[from] eddy_kafka::ProtectedProperty),
 }
 
 /// Result alias for this crate.

@@ -10,6 +10,8 @@
 //!   the [`dlq`];
 //! - `id_rows`: where the current sealed row of every id is, so a seal
 //!   deletes the rows its events replace;
+//! - [`resume_partition`]: the operator's way to restart a partition that
+//!   stopped because reading on would skip events;
 //! - [`maintenance`]: the background thread that builds segment indexes,
 //!   merges segments and collects garbage;
 //! - `http` and [`metrics`]: `/metrics` and `/healthz` on the tokio runtime.
@@ -23,6 +25,7 @@ mod http;
 mod id_rows;
 pub mod maintenance;
 pub mod metrics;
+mod resume;
 mod state;
 mod supervisor;
 mod worker;
@@ -38,7 +41,8 @@ use tracing::{error, info};
 pub use config::{IngestConfig, SealPolicy};
 pub use error::{Error, Result};
 pub use metrics::IngestMetrics;
-pub use state::{CollectionState, SealOutcome};
+pub use resume::resume_partition;
+pub use state::{Applied, CollectionState, SealOutcome, StopReason};
 
 /// A running ingest service.
 pub struct Ingest {
@@ -77,6 +81,8 @@ impl Drop for Ingest {
 /// serves metrics, starts the maintenance thread and a worker per collection
 /// (new collections are picked up as they appear in the store).
 pub async fn start(config: IngestConfig) -> Result<Ingest> {
+    // Refuse offset-unsafe Kafka properties before anything starts.
+    config.kafka()?;
     let registry = Registry::new();
     let metrics = IngestMetrics::new(&registry)?;
     let store = Store::open(&config.common.store)?;

@@ -24,8 +24,20 @@ pub const MANIFEST_VERSION: &str = "eddy_ingest_manifest_version";
 pub const SEALS_TOTAL: &str = "eddy_ingest_seals_total";
 /// Manifest compare-and-swap conflicts.
 pub const MANIFEST_CONFLICTS_TOTAL: &str = "eddy_ingest_manifest_conflicts_total";
-/// Partitions stopped because retention deleted unread data.
+/// Partitions stopped because reading on would skip or misread events.
 pub const STALLED_PARTITIONS: &str = "eddy_ingest_stalled_partitions";
+/// 1 per stopped partition, labelled with why it stopped.
+pub const PARTITION_STOPPED: &str = "eddy_ingest_partition_stopped";
+/// High watermark minus the manifest's `next_offset`, per partition.
+pub const MANIFEST_LAG: &str = "eddy_ingest_manifest_lag";
+/// When the manifest last moved a partition's `next_offset` (Unix seconds).
+pub const PARTITION_PROGRESS: &str = "eddy_ingest_partition_progress_timestamp_seconds";
+/// Events whose id was last seen on another partition.
+pub const ID_PARTITION_CONFLICTS_TOTAL: &str = "eddy_ingest_id_partition_conflicts_total";
+/// 1 while consumption is paused because dead letters cannot be written.
+pub const DEAD_LETTERS_BLOCKED: &str = "eddy_ingest_dead_letters_blocked";
+/// Dead letters not yet acknowledged by the broker.
+pub const DEAD_LETTERS_PENDING: &str = "eddy_ingest_dead_letters_pending";
 /// Partitions this process owns.
 pub const ASSIGNED_PARTITIONS: &str = "eddy_ingest_assigned_partitions";
 /// Time to write, fsync and publish one seal.
@@ -51,7 +63,7 @@ pub const GC_BYTES_TOTAL: &str = "eddy_ingest_gc_bytes_total";
 pub const MAINTENANCE_RESTARTS_TOTAL: &str = "eddy_ingest_maintenance_restarts_total";
 
 /// Every metric name eddy-ingest registers.
-pub const NAMES: [&str; 21] = [
+pub const NAMES: [&str; 27] = [
     EVENTS_TOTAL,
     REJECTED_TOTAL,
     CONSUMER_LAG,
@@ -62,6 +74,12 @@ pub const NAMES: [&str; 21] = [
     SEALS_TOTAL,
     MANIFEST_CONFLICTS_TOTAL,
     STALLED_PARTITIONS,
+    PARTITION_STOPPED,
+    MANIFEST_LAG,
+    PARTITION_PROGRESS,
+    ID_PARTITION_CONFLICTS_TOTAL,
+    DEAD_LETTERS_BLOCKED,
+    DEAD_LETTERS_PENDING,
     ASSIGNED_PARTITIONS,
     SEAL_DURATION_SECONDS,
     UNINDEXED_ROWS,
@@ -96,8 +114,24 @@ pub struct IngestMetrics {
     pub seals: IntCounterVec,
     /// Manifest compare-and-swap conflicts (another writer published first).
     pub cas_conflicts: IntCounterVec,
-    /// Partitions stopped because the log start passed the manifest offset.
+    /// Partitions stopped (offset outside the log, or a gap), per collection.
     pub stalled_partitions: IntGaugeVec,
+    /// 1 per stopped partition, by collection, partition and reason
+    /// (`below_log_start`, `above_high_watermark`, `offset_gap`).
+    pub partition_stopped: IntGaugeVec,
+    /// High watermark minus the manifest's `next_offset`: what a crash now
+    /// would re-read (consumer lag only counts what is not yet read).
+    pub manifest_lag: IntGaugeVec,
+    /// When the manifest last moved a partition's `next_offset`, in Unix
+    /// seconds (an alert fires when it stands still while there is lag).
+    pub partition_progress: IntGaugeVec,
+    /// Events whose id the buffer last saw on another partition (the id
+    /// affinity contract broken), resolved by timestamp, partition, offset.
+    pub id_partition_conflicts: IntCounterVec,
+    /// 1 while consumption is paused because dead letters cannot be written.
+    pub dead_letters_blocked: IntGaugeVec,
+    /// Dead letters not yet acknowledged by the broker.
+    pub dead_letters_pending: IntGaugeVec,
     /// Partitions this process currently owns (0 for long = the group
     /// coordinator is not assigning; see the ingest log).
     pub assigned_partitions: IntGaugeVec,
@@ -205,7 +239,37 @@ impl IngestMetrics {
             )?,
             stalled_partitions: gauge(
                 STALLED_PARTITIONS,
-                "Partitions stopped because retention deleted unread data",
+                "Partitions stopped because reading on would skip events",
+                BY_COLLECTION,
+            )?,
+            partition_stopped: gauge(
+                PARTITION_STOPPED,
+                "1 per stopped partition, by reason (resume with an operator command)",
+                &["collection", "partition", "reason"],
+            )?,
+            manifest_lag: gauge(
+                MANIFEST_LAG,
+                "High watermark minus the manifest's next_offset",
+                BY_PARTITION,
+            )?,
+            partition_progress: gauge(
+                PARTITION_PROGRESS,
+                "When the manifest last moved the partition's next_offset (Unix seconds)",
+                BY_PARTITION,
+            )?,
+            id_partition_conflicts: counter(
+                ID_PARTITION_CONFLICTS_TOTAL,
+                "Events whose id was last seen on another partition",
+                BY_COLLECTION,
+            )?,
+            dead_letters_blocked: gauge(
+                DEAD_LETTERS_BLOCKED,
+                "1 while consumption is paused because dead letters cannot be written",
+                BY_COLLECTION,
+            )?,
+            dead_letters_pending: gauge(
+                DEAD_LETTERS_PENDING,
+                "Dead letters not yet acknowledged by the broker",
                 BY_COLLECTION,
             )?,
             assigned_partitions: gauge(
@@ -266,6 +330,7 @@ mod tests {
             &m.rejected,
             &m.seals,
             &m.cas_conflicts,
+            &m.id_partition_conflicts,
             &m.dlq,
             &m.merges,
             &m.index_builds,
@@ -282,6 +347,11 @@ mod tests {
             &m.segments,
             &m.manifest_version,
             &m.stalled_partitions,
+            &m.partition_stopped,
+            &m.manifest_lag,
+            &m.partition_progress,
+            &m.dead_letters_blocked,
+            &m.dead_letters_pending,
             &m.assigned_partitions,
             &m.unindexed_rows,
             &m.backpressure,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use eddy_event::Message;
-use eddy_ingest::{CollectionState, IngestMetrics, SealPolicy};
+use eddy_ingest::{Applied, CollectionState, IngestMetrics, SealPolicy};
 use eddy_manifest::{fsck, GcPolicy, Store};
 use eddy_model::{CollectionDef, IdType, Metric};
 use fail::FailScenario;
@@ -36,7 +36,9 @@ fn stalled_seal(write_lease: Duration, gc_after: Duration) -> usize {
     };
     let metrics = IngestMetrics::new(&prometheus::Registry::new()).expect("metrics");
     let mut state = CollectionState::new(def(), store.clone(), policy, metrics).expect("state");
-    state.assign(&[0]).expect("assign");
+    state
+        .assign(&[0], &std::collections::BTreeMap::new())
+        .expect("assign");
     for id in 0..10u64 {
         let key = id.to_string();
         let value = format!(r#"{{"id":{id},"vector":[{id},1]}}"#);
@@ -45,7 +47,13 @@ fn stalled_seal(write_lease: Duration, gc_after: Duration) -> usize {
             value: Some(value.as_bytes()),
             content_type: None,
         };
-        assert_eq!(state.apply(0, id as i64, msg), None);
+        let record = eddy_kafka::Record {
+            message: msg,
+            partition: 0,
+            offset: id as i64,
+            timestamp_ms: 0,
+        };
+        assert_eq!(state.apply(record), Applied::Done);
     }
     let removed = Arc::new(AtomicUsize::new(0));
     let hits = Arc::new(AtomicUsize::new(0));

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use eddy_event::Message;
 use eddy_ingest::maintenance::merge::{publish_merged, write_merged, MergePolicy};
-use eddy_ingest::{CollectionState, IngestMetrics, SealPolicy};
+use eddy_ingest::{Applied, CollectionState, IngestMetrics, SealPolicy};
 use eddy_manifest::{fsck, GcPolicy, SegmentEntry, Store};
 use eddy_model::{CollectionDef, FieldType, IdType, Metric, PointId};
 use eddy_segment::{Growing, Segment};
@@ -191,7 +191,7 @@ fn worker(store: &Store) -> CollectionState {
     };
     let metrics = IngestMetrics::new(&prometheus::Registry::new()).expect("metrics");
     let mut state = CollectionState::new(def(), store.clone(), policy, metrics).expect("state");
-    state.assign(&[0]).expect("assign");
+    state.assign(&[0], &BTreeMap::new()).expect("assign");
     state
 }
 
@@ -205,7 +205,13 @@ fn event(state: &mut CollectionState, id: u64, offset: i64, v: Option<u64>) {
         value: value.as_deref().map(str::as_bytes),
         content_type: None,
     };
-    assert_eq!(state.apply(0, offset, msg), None, "event accepted");
+    let record = eddy_kafka::Record {
+        message: msg,
+        partition: 0,
+        offset,
+        timestamp_ms: 0,
+    };
+    assert_eq!(state.apply(record), Applied::Done, "event accepted");
 }
 
 /// Checks with `fsck` that `id` is stored once with version `v`, or not

@@ -7,15 +7,23 @@
 //!   enforces);
 //! - [`event_message`]: a consumed record as the decoder's
 //!   [`eddy_event::Message`];
+//! - [`apply`]: the one way a consumed record changes a growing buffer
+//!   (offset checks, one decode, upsert/delete), for ingest and the tail;
 //! - [`partition_lags`]: how far a consumer's positions trail each
 //!   partition's high watermark.
 //!
 //! Flags are parsed in `eddy-config`; what an event means is `eddy-event`'s.
 
+mod apply;
 mod lag;
 mod message;
 mod settings;
+mod topic;
 
+pub use apply::{apply, Cursor, Gaps, Outcome, Record, StopReason};
 pub use lag::{lag, partition_lags};
 pub use message::event_message;
-pub use settings::{KafkaSettings, MANUAL_OFFSETS};
+pub use settings::{
+    KafkaSettings, ProtectedProperty, DEAD_LETTER_MAX_BYTES, MANUAL_OFFSETS, PROTECTED_KEYS,
+};
+pub use topic::{gaps_of, topic_gaps};

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use eddy_config::CommonArgs;
-use eddy_kafka::KafkaSettings;
+use eddy_kafka::{KafkaSettings, ProtectedProperty};
 use eddy_segment::Residency;
 
 use crate::engine::EngineOptions;
@@ -61,8 +61,9 @@ pub struct QueryConfig {
 }
 
 impl QueryConfig {
-    /// The Kafka connection settings (`--brokers`, `--kafka-property`).
-    pub fn kafka(&self) -> KafkaSettings {
+    /// The Kafka connection settings (`--brokers`, `--kafka-property`);
+    /// an error names a property eddy refuses (it would make offsets jump).
+    pub fn kafka(&self) -> Result<KafkaSettings, ProtectedProperty> {
         KafkaSettings::new(
             self.common.brokers.clone(),
             self.common.kafka_client_properties(),
@@ -82,17 +83,17 @@ impl QueryConfig {
         Duration::from_millis(self.common.collection_poll_ms.max(50))
     }
 
-    /// The engine's options.
-    pub fn engine_options(&self) -> EngineOptions {
-        EngineOptions {
-            kafka: self.kafka(),
+    /// The engine's options; fails on a Kafka property eddy refuses.
+    pub fn engine_options(&self) -> Result<EngineOptions, ProtectedProperty> {
+        Ok(EngineOptions {
+            kafka: self.kafka()?,
             search_threads: self.search_threads(),
             manifest_poll: Duration::from_millis(self.manifest_poll_ms.max(10)),
             max_wait: Duration::from_millis(self.max_wait_ms),
             max_tail_rows: self.max_tail_rows,
             residency: self.segment_residency,
             max_queued_queries: self.max_queued_queries,
-        }
+        })
     }
 }
 
@@ -107,7 +108,7 @@ mod tests {
         let config = QueryConfig::parse_from(["eddy-query", "--search-threads", "3"]);
         assert_eq!(config.http_addr.port(), 8080);
         assert_eq!(config.flight_addr.port(), 50051);
-        let options = config.engine_options();
+        let options = config.engine_options().expect("no protected property");
         assert_eq!(options.search_threads, 3);
         assert_eq!(options.manifest_poll, Duration::from_millis(200));
         assert_eq!(options.max_wait, Duration::from_secs(5));

@@ -40,6 +40,9 @@ pub enum Error {
     /// Building the search pool failed.
     #[error("search pool: {0}")]
     Pool(#[from] rayon::ThreadPoolBuildError),
+    /// A Kafka property in the configuration is one eddy refuses.
+    #[error(transparent)]
+    KafkaSettings(#[from] eddy_kafka::ProtectedProperty),
 }
 
 /// An API error: a closed set of kinds, each with a message for the user.

@@ -89,7 +89,7 @@ pub async fn start(config: QueryConfig) -> Result<Query, Error> {
         let outcome = store.create_collection(def)?;
         info!(collection = %def.name, ?outcome, "collection declared");
     }
-    let engine = Engine::new(store, metrics, config.engine_options())?;
+    let engine = Engine::new(store, metrics, config.engine_options()?)?;
     engine.refresh();
     let (http_listener, http_addr) = server::bind("HTTP", config.http_addr).await?;
     let (flight_listener, flight_addr) = server::bind("Flight", config.flight_addr).await?;

@@ -34,13 +34,18 @@ pub const INGEST_TO_VISIBLE_SECONDS: &str = "eddy_ingest_to_visible_seconds";
 pub const FRESHNESS_WAIT_SECONDS: &str = "eddy_query_freshness_wait_seconds";
 /// Tail events by outcome.
 pub const TAIL_EVENTS_TOTAL: &str = "eddy_query_tail_events_total";
+/// 1 per partition the tail cannot follow (its offset left the log, or a
+/// gap), by reason: queries on the collection are stale there.
+pub const PARTITION_STALE: &str = "eddy_query_partition_stale";
+/// Events whose id the tail last saw on another partition.
+pub const ID_PARTITION_CONFLICTS_TOTAL: &str = "eddy_query_id_partition_conflicts_total";
 /// Segment loads by outcome.
 pub const SEGMENT_LOADS_TOTAL: &str = "eddy_query_segment_loads_total";
 /// SIMD kernel backend in use.
 pub const KERNEL_BACKEND_INFO: &str = "eddy_kernel_backend_info";
 
 /// Every metric name eddy-query registers.
-pub const NAMES: [&str; 17] = [
+pub const NAMES: [&str; 19] = [
     REQUESTS_TOTAL,
     LATENCY_SECONDS,
     QUERIES_TOTAL,
@@ -56,6 +61,8 @@ pub const NAMES: [&str; 17] = [
     INGEST_TO_VISIBLE_SECONDS,
     FRESHNESS_WAIT_SECONDS,
     TAIL_EVENTS_TOTAL,
+    PARTITION_STALE,
+    ID_PARTITION_CONFLICTS_TOTAL,
     SEGMENT_LOADS_TOTAL,
     KERNEL_BACKEND_INFO,
 ];
@@ -93,6 +100,11 @@ pub struct QueryMetrics {
     pub freshness_wait: HistogramVec,
     /// Tail events by outcome (upsert, delete, rejected, skipped).
     pub tail_events: IntCounterVec,
+    /// 1 per partition the tail cannot follow, by reason (`below_log_start`,
+    /// `above_high_watermark`, `offset_gap`).
+    pub partition_stale: IntGaugeVec,
+    /// Events whose id the tail last saw on another partition.
+    pub id_partition_conflicts: IntCounterVec,
     /// Segment loads by outcome (ok, error).
     pub segment_loads: IntCounterVec,
     /// Kernel backend in use (value 1, label = backend).
@@ -173,6 +185,16 @@ impl QueryMetrics {
                 "Tail events by outcome",
                 &["collection", "outcome"],
             )?,
+            partition_stale: gauge(
+                PARTITION_STALE,
+                "1 per partition the tail cannot follow, by reason",
+                &["collection", "partition", "reason"],
+            )?,
+            id_partition_conflicts: counter(
+                ID_PARTITION_CONFLICTS_TOTAL,
+                "Events whose id the tail last saw on another partition",
+                &["collection"],
+            )?,
             segment_loads: counter(
                 SEGMENT_LOADS_TOTAL,
                 "Segment loads by outcome",
@@ -205,7 +227,13 @@ mod tests {
         let registry = Registry::new();
         let m = QueryMetrics::new(&registry).expect("registered");
         // Labelled families appear once they have a child.
-        for vec in [&m.requests, &m.queries, &m.tail_events, &m.segment_loads] {
+        for vec in [
+            &m.requests,
+            &m.queries,
+            &m.tail_events,
+            &m.segment_loads,
+            &m.id_partition_conflicts,
+        ] {
             let labels = vec!["x"; vec.desc()[0].variable_labels.len()];
             vec.with_label_values(&labels).inc();
         }
@@ -218,6 +246,7 @@ mod tests {
             &m.served_bytes,
             &m.visible_offset,
             &m.lag,
+            &m.partition_stale,
         ] {
             let labels = vec!["x"; vec.desc()[0].variable_labels.len()];
             vec.with_label_values(&labels).set(1);

@@ -3,11 +3,13 @@
 //! published segment.
 
 mod seal;
+mod stop;
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use eddy_event::{Event, Message, Reason, Rejection};
+use eddy_event::{Reason, Rejection};
+use eddy_kafka::{Cursor, Gaps, Outcome, Record};
 use eddy_manifest::{Manifest, Store};
 use eddy_model::CollectionDef;
 use eddy_segment::Growing;
@@ -19,6 +21,9 @@ use crate::id_rows::IdRows;
 use crate::metrics::IngestMetrics;
 
 pub use seal::SealOutcome;
+pub(crate) use stop::now_ms;
+pub use stop::StopReason;
+use stop::Stopped;
 
 /// A partition this worker owns.
 #[derive(Debug, Clone, Copy)]
@@ -27,8 +32,20 @@ struct Owned {
     epoch: u64,
     /// Next offset to accept (everything below is in the buffer or sealed).
     next: i64,
-    /// Set when retention deleted unread data: the partition is stopped.
-    stalled: bool,
+    /// Set when reading on would skip events: nothing more is applied
+    /// until an operator resumes the partition.
+    stopped: Option<Stopped>,
+}
+
+/// What applying one record asks of the worker.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Applied {
+    /// Nothing: applied, redelivered, or not ours.
+    Done,
+    /// The event is unusable: write it to the dead-letter topic.
+    Rejected(Rejection),
+    /// The partition stopped (a gap): stop fetching it.
+    Stopped(u32),
 }
 
 /// The ingest state of one collection on one worker.
@@ -46,6 +63,15 @@ pub struct CollectionState {
     id_rows: IdRows,
     /// When the first event of the current buffer arrived.
     first_event: Option<Instant>,
+    /// Whether the topic's compaction explains gaps in its offsets.
+    gaps: Gaps,
+    /// Per partition, the manifest `next_offset` last seen (to date the
+    /// manifest's progress).
+    progress: BTreeMap<u32, i64>,
+    /// Per partition assigned to this worker (until revoked, even once
+    /// fenced), when it took it over, in ms since the Unix epoch: a resume
+    /// recorded later makes it take the partition over again.
+    taken_at: BTreeMap<u32, u64>,
 }
 
 impl CollectionState {
@@ -60,7 +86,7 @@ impl CollectionState {
         let mut id_rows = IdRows::default();
         id_rows.sync(&store, &manifest)?;
         let buffer = Growing::new(def.dimension as usize, def.metric, def.id_type);
-        let state = Self {
+        let mut state = Self {
             def,
             store,
             policy,
@@ -70,9 +96,17 @@ impl CollectionState {
             manifest,
             id_rows,
             first_event: None,
+            gaps: Gaps::Refused,
+            progress: BTreeMap::new(),
+            taken_at: BTreeMap::new(),
         };
         state.publish_gauges();
         Ok(state)
+    }
+
+    /// Sets how offset gaps are judged (from the topic's `cleanup.policy`).
+    pub fn set_gaps(&mut self, gaps: Gaps) {
+        self.gaps = gaps;
     }
 
     /// The collection definition.
@@ -82,7 +116,14 @@ impl CollectionState {
 
     /// Takes partitions over: bumps their owner epochs in a new manifest
     /// (fencing any previous owner) and returns the offset to start each at.
-    pub fn assign(&mut self, partitions: &[u32]) -> Result<BTreeMap<u32, i64>> {
+    /// A partition the manifest has never seen starts at its log start
+    /// (`log_starts`), recorded in that manifest, so every later start is
+    /// checked against the log the same way.
+    pub fn assign(
+        &mut self,
+        partitions: &[u32],
+        log_starts: &BTreeMap<u32, i64>,
+    ) -> Result<BTreeMap<u32, i64>> {
         if partitions.is_empty() {
             return Ok(BTreeMap::new());
         }
@@ -91,7 +132,13 @@ impl CollectionState {
             .update::<crate::Error>(&self.def.name, |latest| {
                 let mut next = latest.successor();
                 for p in partitions {
-                    next.partitions.entry(*p).or_default().owner_epoch += 1;
+                    let state = next.partitions.entry(*p).or_insert_with(|| {
+                        eddy_manifest::PartitionState {
+                            next_offset: log_starts.get(p).copied().unwrap_or(0),
+                            owner_epoch: 0,
+                        }
+                    });
+                    state.owner_epoch += 1;
                 }
                 Ok(Some(next))
             })?;
@@ -100,14 +147,16 @@ impl CollectionState {
             return Ok(BTreeMap::new());
         };
         let mut starts = BTreeMap::new();
+        let now = stop::now_ms();
         for p in partitions {
+            self.taken_at.insert(*p, now);
             let state = next.partitions[p];
             self.owned.insert(
                 *p,
                 Owned {
                     epoch: state.owner_epoch,
                     next: state.next_offset,
-                    stalled: false,
+                    stopped: None,
                 },
             );
             starts.insert(*p, state.next_offset);
@@ -122,29 +171,15 @@ impl CollectionState {
     /// Gives partitions up (after the caller sealed what it had).
     pub fn revoke(&mut self, partitions: &[u32]) {
         for p in partitions {
-            self.owned.remove(p);
+            self.taken_at.remove(p);
+            if let Some(owned) = self.owned.remove(p) {
+                if let Some(stopped) = owned.stopped {
+                    self.clear_stop_gauge(*p, stopped.reason);
+                }
+            }
         }
+        self.publish_stopped_count();
         info!(collection = %self.def.name, ?partitions, "partitions revoked");
-    }
-
-    /// Marks a partition stopped: retention deleted offsets the manifest has
-    /// not covered, so continuing would silently lose events.
-    pub fn stall(&mut self, partition: u32, log_start: i64) {
-        if let Some(o) = self.owned.get_mut(&partition) {
-            o.stalled = true;
-            tracing::error!(
-                collection = %self.def.name,
-                partition,
-                next_offset = o.next,
-                log_start,
-                "retention deleted unread events: partition stopped (re-create the collection or restore the data)"
-            );
-        }
-        let stalled = self.owned.values().filter(|o| o.stalled).count() as i64;
-        self.metrics
-            .stalled_partitions
-            .with_label_values(&[&self.def.name])
-            .set(stalled);
     }
 
     /// Partitions owned now, with the next offset each expects.
@@ -152,57 +187,96 @@ impl CollectionState {
         self.owned.iter().map(|(p, o)| (*p, o.next)).collect()
     }
 
-    /// Applies one consumed message; returns the rejection of a bad event
-    /// (for the dead-letter topic). Messages below the expected offset
-    /// (redelivered after a restart or a seek) are dropped: the manifest and
-    /// the buffer already hold their effect.
-    pub fn apply(&mut self, partition: u32, offset: i64, msg: Message<'_>) -> Option<Rejection> {
-        let name = self.def.name.clone();
+    /// The newest manifest in the store (not only the one this worker knows).
+    pub fn latest_manifest(&self) -> Result<Manifest> {
+        Ok(self.store.latest_manifest(&self.def.name)?)
+    }
+
+    /// Partitions an operator resumed (in `latest`) after this worker took
+    /// them over: they are to be taken over again from the resumed offset.
+    pub fn resumed_since_taken(&self, latest: &Manifest) -> Vec<u32> {
+        self.taken_at
+            .iter()
+            .filter(|(p, at)| latest.resumes.get(p).is_some_and(|r| r.at_ms >= **at))
+            .map(|(p, _)| *p)
+            .collect()
+    }
+
+    /// Per owned partition, the newest manifest's `next_offset`.
+    pub fn manifest_offsets(&self) -> BTreeMap<u32, i64> {
+        self.owned
+            .keys()
+            .map(|p| (*p, self.manifest.next_offset(*p)))
+            .collect()
+    }
+
+    /// Applies one consumed record through the one shared
+    /// [`eddy_kafka::apply`]: records below the expected offset (redelivered
+    /// after a restart or a seek) are dropped, since the manifest and the
+    /// buffer already hold their effect; a gap the topic's compaction does
+    /// not explain stops the partition.
+    pub fn apply(&mut self, record: Record<'_>) -> Applied {
+        let (partition, offset) = (record.partition, record.offset);
         let Some(owned) = self.owned.get_mut(&partition) else {
-            debug!(collection = %name, partition, offset, "message for a partition not owned: dropped");
-            return None;
+            debug!(collection = %self.def.name, partition, offset, "message for a partition not owned: dropped");
+            return Applied::Done;
         };
-        if owned.stalled || offset < owned.next {
+        if owned.stopped.is_some() {
+            self.count_event("stopped", 1);
+            return Applied::Done;
+        }
+        let mut cursor = Cursor {
+            next: owned.next,
+            gaps: self.gaps,
+        };
+        let outcome = eddy_kafka::apply(&self.def, &mut self.buffer, &mut cursor, record);
+        owned.next = cursor.next;
+        match outcome {
+            Outcome::Applied {
+                upserts,
+                deletes,
+                conflicts,
+            } => {
+                self.first_event.get_or_insert_with(Instant::now);
+                self.count_event("upsert", upserts);
+                self.count_event("delete", deletes);
+                if conflicts > 0 {
+                    warn!(collection = %self.def.name, partition, offset, conflicts, "an id arrived on a second partition (id affinity broken); resolved by timestamp, partition, offset");
+                    self.metrics
+                        .id_partition_conflicts
+                        .with_label_values(&[&self.def.name])
+                        .inc_by(conflicts as u64);
+                }
+                self.metrics
+                    .growing_rows
+                    .with_label_values(&[&self.def.name])
+                    .set(self.buffer.live_rows() as i64);
+                Applied::Done
+            }
+            Outcome::Duplicate => {
+                self.count_event("duplicate", 1);
+                Applied::Done
+            }
+            Outcome::Rejected(rejection) => {
+                self.first_event.get_or_insert_with(Instant::now);
+                warn!(collection = %self.def.name, partition, offset, reason = rejection.reason.as_str(), detail = %rejection.detail, "event rejected");
+                self.reject(rejection.reason);
+                Applied::Rejected(rejection)
+            }
+            Outcome::Gap { expected, got } => {
+                self.stop(partition, StopReason::OffsetGap, expected, got);
+                Applied::Stopped(partition)
+            }
+        }
+    }
+
+    fn count_event(&self, outcome: &str, n: usize) {
+        if n > 0 {
             self.metrics
                 .events
-                .with_label_values(&[&name, "duplicate"])
-                .inc();
-            return None;
+                .with_label_values(&[&self.def.name, outcome])
+                .inc_by(n as u64);
         }
-        owned.next = offset + 1;
-        self.first_event.get_or_insert_with(Instant::now);
-        match eddy_event::decode(&self.def, msg) {
-            Ok(Event::Upsert(point)) => {
-                let payload = if point.payload.is_empty() {
-                    Vec::new()
-                } else {
-                    serde_json::to_vec(&point.payload).unwrap_or_default()
-                };
-                self.buffer
-                    .upsert(point.id, &point.vector, &payload, partition, offset);
-                self.metrics
-                    .events
-                    .with_label_values(&[&name, "upsert"])
-                    .inc();
-            }
-            Ok(Event::Delete(id)) => {
-                self.buffer.delete(id, partition, offset);
-                self.metrics
-                    .events
-                    .with_label_values(&[&name, "delete"])
-                    .inc();
-            }
-            Err(rejection) => {
-                warn!(collection = %name, partition, offset, reason = rejection.reason.as_str(), detail = %rejection.detail, "event rejected");
-                self.reject(rejection.reason);
-                return Some(rejection);
-            }
-        }
-        self.metrics
-            .growing_rows
-            .with_label_values(&[&name])
-            .set(self.buffer.live_rows() as i64);
-        None
     }
 
     fn reject(&self, reason: Reason) {
@@ -244,7 +318,7 @@ impl CollectionState {
         }
     }
 
-    fn publish_gauges(&self) {
+    fn publish_gauges(&mut self) {
         let name = &self.def.name;
         self.metrics
             .growing_rows
@@ -259,10 +333,17 @@ impl CollectionState {
             .with_label_values(&[name])
             .set(self.manifest.version as i64);
         for (p, s) in &self.manifest.partitions {
+            let partition = p.to_string();
             self.metrics
                 .next_offset
-                .with_label_values(&[name, &p.to_string()])
+                .with_label_values(&[name, &partition])
                 .set(s.next_offset);
+            if self.progress.insert(*p, s.next_offset) != Some(s.next_offset) {
+                self.metrics
+                    .partition_progress
+                    .with_label_values(&[name, &partition])
+                    .set((self.manifest.published_ms / 1000) as i64);
+            }
         }
     }
 }

@@ -12,7 +12,6 @@ use tracing::{info, warn};
 pub(super) struct Backpressure {
     limit: u64,
     paused: bool,
-    last_applied: Option<Instant>,
 }
 
 impl Backpressure {
@@ -21,22 +20,36 @@ impl Backpressure {
         Self {
             limit,
             paused: false,
-            last_applied: None,
         }
     }
 
-    /// Returns `Some(pause)` when the consumer's paused state must be
-    /// (re)applied: on a change, and once a second while paused (partitions
-    /// assigned since the pause start unpaused).
-    pub(super) fn update(&mut self, unindexed: u64) -> Option<bool> {
+    /// Whether consumption should be paused with `unindexed` rows waiting
+    /// (with hysteresis: once paused, until below half the limit).
+    pub(super) fn wants(&mut self, unindexed: u64) -> bool {
         if self.limit == 0 {
-            return None;
+            return false;
         }
-        let want = if self.paused {
+        self.paused = if self.paused {
             unindexed > self.limit / 2
         } else {
             unindexed > self.limit
         };
+        self.paused
+    }
+}
+
+/// The consumer's paused state: says when it must be (re)applied.
+#[derive(Debug, Default)]
+pub(super) struct PauseGate {
+    paused: bool,
+    last_applied: Option<Instant>,
+}
+
+impl PauseGate {
+    /// Returns `Some(pause)` when the consumer's paused state must be
+    /// (re)applied: on a change, and once a second while paused (partitions
+    /// assigned since the pause started are not paused).
+    pub(super) fn update(&mut self, want: bool) -> Option<bool> {
         let now = Instant::now();
         let refresh = want
             && self
@@ -67,10 +80,10 @@ pub(super) fn set_paused<C: ConsumerContext + 'static>(
         }
     };
     let result = if pause {
-        warn!(collection = %name, unindexed, "backpressure: pausing consumption until graph building catches up");
+        warn!(collection = %name, unindexed, "pausing consumption (graph building behind, or dead letters blocked)");
         consumer.pause(&assignment)
     } else {
-        info!(collection = %name, unindexed, "backpressure released: resuming consumption");
+        info!(collection = %name, unindexed, "resuming consumption");
         consumer.resume(&assignment)
     };
     if let Err(e) = result {
@@ -85,12 +98,21 @@ mod tests {
     #[test]
     fn backpressure_pauses_above_the_limit_and_resumes_below_half() {
         let mut b = Backpressure::new(100);
-        assert_eq!(b.update(50), None);
-        assert_eq!(b.update(101), Some(true));
-        assert_eq!(b.update(80), None, "still above half: stays paused");
-        assert_eq!(b.update(50), Some(false));
-        assert_eq!(b.update(60), None);
+        assert!(!b.wants(50));
+        assert!(b.wants(101));
+        assert!(b.wants(80), "still above half: stays paused");
+        assert!(!b.wants(50));
+        assert!(!b.wants(60));
         let mut off = Backpressure::new(0);
-        assert_eq!(off.update(u64::MAX), None, "0 = unbounded");
+        assert!(!off.wants(u64::MAX), "0 = unbounded");
+    }
+
+    #[test]
+    fn the_gate_applies_changes_and_refreshes_a_pause() {
+        let mut gate = PauseGate::default();
+        assert_eq!(gate.update(false), None);
+        assert_eq!(gate.update(true), Some(true));
+        assert_eq!(gate.update(true), None, "refreshed at most once a second");
+        assert_eq!(gate.update(false), Some(false));
     }
 }

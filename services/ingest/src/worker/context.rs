@@ -3,6 +3,7 @@
 //! partitions over from the manifest (never from Kafka's committed offsets)
 //! and seal before giving partitions up.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -11,12 +12,15 @@ use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use tracing::{error, warn};
 
+use super::offsets::pause_partitions;
 use crate::dlq::DeadLetters;
 use crate::error::{Error, Result};
 use crate::state::{CollectionState, SealOutcome};
 
 /// How long a rebalance waits for a partition's watermarks.
 const WATERMARK_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a seal waits for dead letters to be acknowledged.
+const DEAD_LETTER_WAIT: Duration = Duration::from_secs(2);
 
 /// Consumer context: the collection state, its dead letters, and the first
 /// failure of a callback (returned by the poll loop).
@@ -43,7 +47,7 @@ impl IngestContext {
     /// Seals once every dead letter so far is acknowledged (a manifest must
     /// never cover a rejected event the dead-letter topic does not hold).
     pub(super) fn seal(&self) -> Result<Option<SealOutcome>> {
-        self.dlq.flush()?;
+        self.dlq.flush(DEAD_LETTER_WAIT)?;
         self.state.lock().seal()
     }
 
@@ -87,7 +91,8 @@ impl IngestContext {
     }
 
     /// Takes `partitions` over: publishes their new owner epochs, points
-    /// `tpl` at the manifest's offsets, and assigns them.
+    /// `tpl` at the manifest's offsets, and assigns them; a partition whose
+    /// offset is outside its log is assigned stopped (paused).
     fn take_over(
         &self,
         consumer: &BaseConsumer<Self>,
@@ -95,7 +100,9 @@ impl IngestContext {
         partitions: &[u32],
         cooperative: bool,
     ) {
-        self.set_start_offsets(consumer, tpl, partitions);
+        let Some(stopped) = self.set_start_offsets(consumer, tpl, partitions) else {
+            return;
+        };
         let assigned = if cooperative {
             consumer.incremental_assign(tpl)
         } else {
@@ -106,43 +113,59 @@ impl IngestContext {
                 action: "assigning partitions",
                 source,
             });
+            return;
         }
+        pause_partitions(consumer, &self.topic, &stopped, true);
     }
 
-    /// Publishes the owner epochs of `partitions` and sets each one's start
-    /// in `tpl` to the manifest's `next_offset` (the beginning when 0); a
-    /// partition whose log start passed that offset is stalled.
+    /// Reads each partition's log range, publishes the owner epochs (a
+    /// partition never seen starts at its log start), sets each one's start
+    /// in `tpl` to the manifest's `next_offset`, and stops those whose
+    /// offset is outside the log; returns the stopped ones, or `None` after
+    /// a failure (a watermark that cannot be read is a failure, never
+    /// skipped: the worker restarts and tries again).
     fn set_start_offsets(
         &self,
         consumer: &BaseConsumer<Self>,
         tpl: &mut TopicPartitionList,
         partitions: &[u32],
-    ) {
-        let mut state = self.state.lock();
-        let starts = match state.assign(partitions) {
-            Ok(starts) => starts,
-            Err(e) => {
-                self.fail(e);
-                return;
-            }
-        };
-        for (p, start) in &starts {
-            let offset = if *start > 0 {
-                Offset::Offset(*start)
-            } else {
-                Offset::Beginning
-            };
-            if let Err(e) = tpl.set_partition_offset(&self.topic, *p as i32, offset) {
-                warn!(error = %e, "setting the start offset");
-            }
-            if *start > 0 {
-                match consumer.fetch_watermarks(&self.topic, *p as i32, WATERMARK_TIMEOUT) {
-                    Ok((low, _)) if low > *start => state.stall(*p, low),
-                    Ok(_) => {}
-                    Err(e) => warn!(partition = p, error = %e, "fetching watermarks"),
+    ) -> Option<Vec<u32>> {
+        let mut logs = BTreeMap::new();
+        for p in partitions {
+            match consumer.fetch_watermarks(&self.topic, *p as i32, WATERMARK_TIMEOUT) {
+                Ok(range) => {
+                    logs.insert(*p, range);
+                }
+                Err(source) => {
+                    self.fail(Error::Kafka {
+                        action: "fetching watermarks of an assigned partition",
+                        source,
+                    });
+                    return None;
                 }
             }
         }
+        let log_starts = logs.iter().map(|(p, (low, _))| (*p, *low)).collect();
+        let mut state = self.state.lock();
+        let starts = match state.assign(partitions, &log_starts) {
+            Ok(starts) => starts,
+            Err(e) => {
+                self.fail(e);
+                return None;
+            }
+        };
+        let mut stopped = Vec::new();
+        for (p, start) in &starts {
+            if let Err(e) = tpl.set_partition_offset(&self.topic, *p as i32, Offset::Offset(*start))
+            {
+                warn!(error = %e, "setting the start offset");
+            }
+            let (low, high) = logs.get(p).copied().unwrap_or((0, 0));
+            if state.check_log_range(*p, low, high) {
+                stopped.push(*p);
+            }
+        }
+        Some(stopped)
     }
 
     /// Gives `partitions` up: seals what the buffer holds (so the next owner

@@ -6,33 +6,38 @@
 
 mod backpressure;
 mod context;
+mod offsets;
 mod unassigned;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use eddy_kafka::Record;
 use eddy_manifest::Store;
 use eddy_model::CollectionDef;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::{BorrowedMessage, Message};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::config::IngestConfig;
 use crate::dlq::DeadLetters;
 use crate::error::{Error, Result};
 use crate::metrics::IngestMetrics;
-use crate::state::CollectionState;
-use backpressure::{set_paused, Backpressure};
+use crate::state::{Applied, CollectionState};
+use backpressure::{set_paused, Backpressure, PauseGate};
 use context::IngestContext;
 use unassigned::{UnassignedWatch, UNASSIGNED_WARN_SECS};
 
 /// Longest one poll waits for an event.
 const POLL_TIMEOUT: Duration = Duration::from_millis(50);
-/// How often consumer lag is reported.
+/// Events applied per turn of the loop at most (the pause and the reports
+/// are checked between turns; a turn ends early once a seal is due).
+const MAX_POLLS_PER_TURN: usize = 256;
+/// How often lag is reported and offsets are checked against each log.
 const LAG_EVERY: Duration = Duration::from_secs(5);
-/// How long a lag report waits for a partition's watermarks.
-const WATERMARK_TIMEOUT: Duration = Duration::from_millis(500);
+/// How long reading the topic's `cleanup.policy` waits at start-up.
+const TOPIC_CONFIG_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Runs one collection's worker until `stop` is set or it fails; seals and
 /// commits what it holds before returning.
@@ -58,8 +63,13 @@ struct Worker {
     topic: String,
     metrics: IngestMetrics,
     backpressure: Backpressure,
+    /// Whole-consumer pause (backpressure or blocked dead letters).
+    pause: PauseGate,
     unassigned: UnassignedWatch,
     last_lag: Instant,
+    /// Set when the consumer reported an offset out of range: offsets are
+    /// checked against each log at the next turn.
+    check_now: bool,
 }
 
 impl Worker {
@@ -73,9 +83,21 @@ impl Worker {
     ) -> Result<Self> {
         let topic = def.topic.clone();
         let name = def.name.clone();
-        let state = CollectionState::new(def, store, config.seal_policy(), metrics.clone())?;
-        let kafka = config.kafka();
-        let dlq = DeadLetters::new(&kafka, &topic, &name, metrics.clone())?;
+        let mut state = CollectionState::new(def, store, config.seal_policy(), metrics.clone())?;
+        let kafka = config.kafka()?;
+        match eddy_kafka::topic_gaps(&kafka, &topic, TOPIC_CONFIG_TIMEOUT) {
+            Ok(gaps) => state.set_gaps(gaps),
+            Err(e) => {
+                warn!(collection = %name, topic = %topic, error = %e, "reading the topic's cleanup.policy failed: treating it as not compacted (an offset gap stops its partition)")
+            }
+        }
+        let dlq = DeadLetters::new(
+            &kafka,
+            &topic,
+            &name,
+            config.create_dead_letter_topic,
+            metrics.clone(),
+        )?;
         let context = IngestContext::new(topic.clone(), state, dlq);
         let consumer: BaseConsumer<IngestContext> = kafka
             .ingest_consumer(&config.group_id(&name), &config.instance_id())
@@ -91,8 +113,10 @@ impl Worker {
             topic,
             metrics,
             backpressure: Backpressure::new(config.max_unindexed_rows),
+            pause: PauseGate::default(),
             unassigned: UnassignedWatch::new(Duration::from_secs(UNASSIGNED_WARN_SECS)),
             last_lag: Instant::now(),
+            check_now: false,
         })
     }
 
@@ -102,56 +126,116 @@ impl Worker {
 
     /// One turn of the loop.
     fn turn(&mut self) -> Result<()> {
-        self.apply_backpressure();
-        self.poll_one();
+        self.apply_pause();
+        self.poll_some();
         self.context().take_failure()?;
         self.seal_if_due()?;
-        self.report();
+        self.report()?;
         Ok(())
     }
 
-    /// Pauses or resumes consumption as the unindexed-row count says.
-    fn apply_backpressure(&mut self) {
+    /// Pauses or resumes the whole consumer: while too many sealed rows
+    /// wait for their graph (backpressure) or dead letters cannot be
+    /// written. Stopped partitions stay paused either way.
+    fn apply_pause(&mut self) {
         let unindexed = self
             .metrics
             .unindexed_rows
             .with_label_values(&[&self.name])
             .get();
-        if let Some(pause) = self.backpressure.update(unindexed.max(0) as u64) {
+        let backpressure = self.backpressure.wants(unindexed.max(0) as u64);
+        let blocked = self.context().dlq.poll();
+        self.metrics
+            .backpressure
+            .with_label_values(&[&self.name])
+            .set(i64::from(backpressure));
+        let was_blocked = self
+            .metrics
+            .dead_letters_blocked
+            .with_label_values(&[&self.name])
+            .get()
+            > 0;
+        if blocked != was_blocked {
+            if blocked {
+                error!(collection = %self.name, topic = %self.topic, "dead letters cannot be written: consumption paused until the dead-letter topic takes them");
+            } else {
+                info!(collection = %self.name, "dead letters written again: consumption resumes");
+            }
+        }
+        self.metrics
+            .dead_letters_blocked
+            .with_label_values(&[&self.name])
+            .set(i64::from(blocked));
+        if let Some(pause) = self.pause.update(backpressure || blocked) {
             set_paused(&self.consumer, pause, &self.name, unindexed);
-            self.metrics
-                .backpressure
-                .with_label_values(&[&self.name])
-                .set(i64::from(pause));
+            if !pause {
+                let stopped: Vec<u32> = self
+                    .context()
+                    .state
+                    .lock()
+                    .stopped()
+                    .into_iter()
+                    .map(|(p, _)| p)
+                    .collect();
+                offsets::pause_partitions(&self.consumer, &self.topic, &stopped, true);
+            }
         }
     }
 
-    /// Polls at most one event and applies it (callbacks such as rebalances
-    /// run inside the poll).
-    fn poll_one(&self) {
-        match self.consumer.poll(POLL_TIMEOUT) {
-            Some(Ok(msg)) => self.apply(&msg),
-            Some(Err(e)) => warn!(collection = %self.name, error = %e, "kafka consumer error"),
-            None => {}
+    /// Polls and applies up to [`MAX_POLLS_PER_TURN`] events: the first
+    /// poll waits up to [`POLL_TIMEOUT`], the rest take only what is already
+    /// fetched (callbacks such as rebalances run inside the poll).
+    fn poll_some(&mut self) {
+        let mut timeout = POLL_TIMEOUT;
+        for _ in 0..MAX_POLLS_PER_TURN {
+            match self.consumer.poll(timeout) {
+                Some(Ok(msg)) => {
+                    self.apply(&msg);
+                    if self.context().state.lock().should_seal() {
+                        return;
+                    }
+                }
+                Some(Err(e)) if offsets::is_out_of_range(&e) => {
+                    error!(collection = %self.name, error = %e, "a fetch offset is outside its partition's log: checking every partition");
+                    self.check_now = true;
+                    return;
+                }
+                Some(Err(e)) => {
+                    warn!(collection = %self.name, error = %e, "kafka consumer error");
+                    return;
+                }
+                None => return,
+            }
+            timeout = Duration::ZERO;
         }
     }
 
-    /// Applies one consumed event; a rejected one is queued for the
-    /// dead-letter topic.
+    /// Applies one consumed record; a rejected one is queued for the
+    /// dead-letter topic, a gap stops (pauses) its partition.
     fn apply(&self, msg: &BorrowedMessage<'_>) {
         let ctx = self.context();
-        let event = eddy_kafka::event_message(msg);
         let (partition, offset) = (msg.partition() as u32, msg.offset());
-        let content_type = event.content_type;
-        let rejected = ctx.state.lock().apply(partition, offset, event);
-        if let Some(rejection) = rejected {
-            ctx.dlq.send(
+        let message = eddy_kafka::event_message(msg);
+        let content_type = message.content_type;
+        let record = Record {
+            message,
+            partition,
+            offset,
+            timestamp_ms: msg.timestamp().to_millis().unwrap_or(0),
+        };
+        let applied = ctx.state.lock().apply(record);
+        match applied {
+            Applied::Done => {}
+            Applied::Rejected(rejection) => ctx.dlq.send(
                 msg.key(),
                 msg.payload(),
                 content_type,
                 (&self.topic, partition, offset),
                 &rejection,
-            );
+            ),
+            Applied::Stopped(p) => {
+                offsets::pause_partitions(&self.consumer, &self.topic, &[p], true)
+            }
         }
     }
 
@@ -173,12 +257,16 @@ impl Worker {
         Ok(())
     }
 
-    /// Reports lag (every [`LAG_EVERY`]) and the owned partitions, and warns
-    /// when none have been assigned for long.
-    fn report(&mut self) {
-        if self.last_lag.elapsed() >= LAG_EVERY {
+    /// Every [`LAG_EVERY`] (or at once after an out-of-range report):
+    /// checks offsets against each log, reports lag and restarts partitions
+    /// an operator resumed; reports the owned partitions, and warns when
+    /// none have been assigned for long.
+    fn report(&mut self) -> Result<()> {
+        if self.check_now || self.last_lag.elapsed() >= LAG_EVERY {
+            self.check_now = false;
             self.last_lag = Instant::now();
-            self.update_lag();
+            self.check_offsets();
+            self.restart_resumed()?;
         }
         let owned = self.context().state.lock().owned_offsets().len();
         self.metrics
@@ -194,22 +282,7 @@ impl Worker {
                  broker keeps a dead member in the group)"
             );
         }
-    }
-
-    /// Sets the lag gauge of every owned partition (high watermark minus the
-    /// next offset to read).
-    fn update_lag(&self) {
-        let owned = self.context().state.lock().owned_offsets();
-        let lags =
-            eddy_kafka::partition_lags(&self.consumer, &self.topic, owned, WATERMARK_TIMEOUT);
-        for (partition, lag) in lags {
-            if let Ok(lag) = lag {
-                self.metrics
-                    .lag
-                    .with_label_values(&[&self.name, &partition.to_string()])
-                    .set(lag);
-            }
-        }
+        Ok(())
     }
 
     /// Seals and commits what the worker holds.

@@ -376,7 +376,7 @@ pub fn fsck_against(
         .collection(collection)
         .expect("store")
         .expect("collection");
-    let kafka = eddy_kafka::KafkaSettings::new(brokers.to_owned(), Vec::new());
+    let kafka = eddy_kafka::KafkaSettings::new(brokers.to_owned(), Vec::new()).expect("settings");
     let checked = eddy_admin::fsck_collection(store, &def, Some(&kafka)).expect("fsck runs");
     assert!(
         checked.is_clean(),

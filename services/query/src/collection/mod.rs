@@ -28,6 +28,10 @@ pub struct Served {
     pub tail: Growing,
     /// Per partition, the next offset the tail will apply.
     pub applied: BTreeMap<u32, i64>,
+    /// Partitions the tail cannot follow (their offset left the log, or a
+    /// gap): queries there see the sealed segments only, and the
+    /// `eddy_query_partition_stale` metric says so.
+    pub stale: BTreeMap<u32, eddy_kafka::StopReason>,
 }
 
 impl Served {
@@ -105,6 +109,7 @@ impl Collection {
                 snapshot: Arc::new(Snapshot::default()),
                 tail,
                 applied: BTreeMap::new(),
+                stale: BTreeMap::new(),
             }),
             changed: tokio::sync::Notify::new(),
             snapshot_ready: AtomicBool::new(false),

@@ -5,13 +5,15 @@
 //! One cluster serves the steps in order (starting a broker per step would
 //! cost more than the steps); each step's assertions name what failed.
 //! `dashboards` needs no broker: it checks that the shipped dashboards and
-//! alert rules name only metrics the services register.
+//! alert rules name only metrics the services register. `tail_stale` runs
+//! its own broker: the tail reports a partition beyond its log as stale.
 
 mod cluster;
 mod dashboards;
 mod flight_client;
 mod http_api;
 mod pyarrow_client;
+mod tail_stale;
 
 use std::collections::BTreeMap;
 

@@ -1,0 +1,116 @@
+//! One batch of tail records applied under one write lock, through the
+//! same [`eddy_kafka::apply`] as ingest.
+
+use std::collections::BTreeMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use eddy_kafka::{Cursor, Gaps, Outcome, Record, StopReason};
+use rdkafka::message::{BorrowedMessage, Message};
+
+use crate::collection::Collection;
+use crate::metrics::QueryMetrics;
+
+/// A partition that showed a gap: (partition, reason, expected, got).
+pub(super) type Gapped = (u32, StopReason, i64, i64);
+
+/// Applies `batch` to the collection's tail; returns the partitions that
+/// showed a gap (nothing of theirs from the gap on is applied).
+pub(super) fn apply_batch(
+    collection: &Collection,
+    batch: &[BorrowedMessage<'_>],
+    gaps: Gaps,
+    metrics: &QueryMetrics,
+) -> Vec<Gapped> {
+    let name = collection.name();
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let mut outcomes: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut latencies = Vec::with_capacity(batch.len());
+    let mut gapped: Vec<Gapped> = Vec::new();
+    let mut conflicts = 0;
+    collection.apply_tail(|served| {
+        for msg in batch {
+            let partition = msg.partition() as u32;
+            if served.stale.contains_key(&partition) {
+                *outcomes.entry("stale").or_default() += 1;
+                continue;
+            }
+            let cutoff = served
+                .snapshot
+                .cutoffs
+                .get(&partition)
+                .copied()
+                .unwrap_or(0);
+            let applied = served.applied.get(&partition).copied().unwrap_or(cutoff);
+            let mut cursor = Cursor {
+                next: cutoff.max(applied),
+                gaps,
+            };
+            let timestamp_ms = msg.timestamp().to_millis();
+            let record = Record {
+                message: eddy_kafka::event_message(msg),
+                partition,
+                offset: msg.offset(),
+                timestamp_ms: timestamp_ms.unwrap_or(0),
+            };
+            let outcome =
+                eddy_kafka::apply(collection.def(), &mut served.tail, &mut cursor, record);
+            served.applied.insert(partition, cursor.next);
+            let label = match outcome {
+                Outcome::Applied {
+                    upserts,
+                    deletes,
+                    conflicts: c,
+                } => {
+                    conflicts += c;
+                    if deletes > 0 && upserts == 0 {
+                        "delete"
+                    } else {
+                        "upsert"
+                    }
+                }
+                Outcome::Duplicate => "skipped",
+                // Ingest rejects the same events with the same decoder and
+                // counts them; the tail only skips them.
+                Outcome::Rejected(_) => "rejected",
+                Outcome::Gap { expected, got } => {
+                    served.stale.insert(partition, StopReason::OffsetGap);
+                    gapped.push((partition, StopReason::OffsetGap, expected, got));
+                    "stale"
+                }
+            };
+            *outcomes.entry(label).or_default() += 1;
+            if let (Some(ts), true) = (timestamp_ms, label == "upsert" || label == "delete") {
+                latencies.push((now_ms - ts).max(0) as f64 / 1000.0);
+            }
+        }
+        metrics
+            .tail_rows
+            .with_label_values(&[name])
+            .set(served.tail.live_rows() as i64);
+        for (p, off) in served.visible_offsets() {
+            metrics
+                .visible_offset
+                .with_label_values(&[name, &p.to_string()])
+                .set(off);
+        }
+    });
+    for (outcome, n) in outcomes {
+        metrics
+            .tail_events
+            .with_label_values(&[name, outcome])
+            .inc_by(n);
+    }
+    if conflicts > 0 {
+        metrics
+            .id_partition_conflicts
+            .with_label_values(&[name])
+            .inc_by(conflicts as u64);
+    }
+    let hist = metrics.ingest_to_visible.with_label_values(&[name]);
+    for l in latencies {
+        hist.observe(l);
+    }
+    gapped
+}

@@ -1,0 +1,116 @@
+//! The query tail checks offsets as ingest does: a partition whose
+//! manifest offset is above its log's high watermark (the topic was
+//! re-created) is reported stale instead of being skipped over, and
+//! restarts from the manifest's offset once an operator resumes it.
+
+use std::time::{Duration, Instant};
+
+use clap::Parser as _;
+use eddy_loadtest::broker::Tansu;
+use eddy_manifest::{PartitionState, Store};
+use eddy_model::{CollectionDef, Metric};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::ClientConfig;
+
+use crate::cluster::{vector, DIM};
+
+const COLLECTION: &str = "stale";
+
+async fn metric(http: &reqwest::Client, query: &eddy_query::Query, series: &str) -> Option<f64> {
+    let text = http
+        .get(format!("http://{}/metrics", query.http_addr()))
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines()
+        .find(|l| l.starts_with(series))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+async fn wait_metric(http: &reqwest::Client, query: &eddy_query::Query, series: &str, want: f64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while metric(http, query, series).await != Some(want) {
+        assert!(Instant::now() < deadline, "{series} never became {want}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_beyond_its_log_is_stale_until_resumed() {
+    let tansu = tokio::task::spawn_blocking(Tansu::start)
+        .await
+        .expect("join")
+        .expect("tansu");
+    tansu.create_topic(COLLECTION, 1).expect("topic");
+    let brokers = tansu.bootstrap();
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &brokers)
+        .set("acks", "all")
+        .create()
+        .expect("producer");
+    for id in 0..3u64 {
+        let value = serde_json::json!({"id": id, "vector": vector(id)}).to_string();
+        let key = id.to_string();
+        producer
+            .send(
+                FutureRecord::to(COLLECTION).key(&key).payload(&value),
+                Duration::from_secs(10),
+            )
+            .await
+            .expect("delivered");
+    }
+    // The manifest says 100 events of partition 0 are sealed; the log has 3.
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = Store::open(dir.path()).expect("store");
+    let mut def = CollectionDef::new(COLLECTION, DIM as u32);
+    def.metric = Metric::L2;
+    store.create_collection(&def).expect("collection");
+    let mut manifest = store.latest_manifest(COLLECTION).expect("v0").successor();
+    manifest.partitions.insert(
+        0,
+        PartitionState {
+            next_offset: 100,
+            owner_epoch: 1,
+        },
+    );
+    store.publish(&manifest).expect("v1");
+
+    let query = eddy_query::start(eddy_query::QueryConfig::parse_from([
+        "eddy-query",
+        "--store",
+        dir.path().to_str().expect("utf-8"),
+        "--brokers",
+        &brokers,
+        "--http-addr",
+        "127.0.0.1:0",
+        "--flight-addr",
+        "127.0.0.1:0",
+        "--manifest-poll-ms",
+        "50",
+        "--collection-poll-ms",
+        "100",
+    ]))
+    .await
+    .expect("query starts");
+    let http = reqwest::Client::new();
+    let stale = format!(
+        "eddy_query_partition_stale{{collection=\"{COLLECTION}\",partition=\"0\",reason=\"above_high_watermark\"}}"
+    );
+    wait_metric(&http, &query, &stale, 1.0).await;
+    let rows = format!("eddy_query_tail_rows{{collection=\"{COLLECTION}\"}}");
+    assert_ne!(
+        metric(&http, &query, &rows).await,
+        Some(3.0),
+        "nothing read past the log"
+    );
+
+    eddy_ingest::resume_partition(&store, COLLECTION, 0, 0, "e2e", "topic re-created")
+        .expect("resume");
+    wait_metric(&http, &query, &stale, 0.0).await;
+    wait_metric(&http, &query, &rows, 3.0).await;
+    query.shutdown().await;
+}
