@@ -134,19 +134,15 @@ impl Drop for ChildGuard {
     }
 }
 
-/// Sends SIGTERM to `child`; false if that was not possible.
+/// Sends SIGTERM to `child` through kill(1) (no `unsafe` outside the
+/// kernels and mmap code); false if that was not possible.
 fn terminate(child: &Child) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(child.id()) else {
-        return false;
-    };
-    #[expect(
-        unsafe_code,
-        reason = "libc::kill is the only way to send SIGTERM without a new dependency"
-    )]
-    // SAFETY: kill(2) takes plain integers and has no memory effects; the pid is
-    // our own unreaped child, so it cannot have been recycled for another process.
-    let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
-    rc == 0
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// The last `max` bytes of a file, lossily decoded; a note when unreadable.

@@ -101,7 +101,8 @@ pub fn fsck(store: &Store, collection: &str) -> Result<(FsckReport, LiveRows)> {
 
 /// Reads every retained version back and checks each follows the one
 /// before: the same collection, no partition's `next_offset` or owner epoch
-/// moving backwards. Gaps between retained versions are legitimate (a
+/// moving backwards (except where the version records an operator's
+/// resume). Gaps between retained versions are legitimate (a
 /// pinned version outlives its collected successors).
 fn check_chain(store: &Store, collection: &str, report: &mut FsckReport) -> Result<()> {
     let mut previous: Option<Manifest> = None;
@@ -124,7 +125,13 @@ fn check_chain(store: &Store, collection: &str, report: &mut FsckReport) -> Resu
         if let Some(prev) = &previous {
             for (p, before) in &prev.partitions {
                 let after = manifest.partitions.get(p).copied().unwrap_or_default();
-                if after.next_offset < before.next_offset || after.owner_epoch < before.owner_epoch
+                // An operator's resume (recorded in this version) may move
+                // an offset back, e.g. onto a re-created topic.
+                let resumed_here = manifest.resumes.get(p).is_some_and(|r| {
+                    prev.resumes.get(p) != Some(r) && r.offset == after.next_offset
+                });
+                if (after.next_offset < before.next_offset && !resumed_here)
+                    || after.owner_epoch < before.owner_epoch
                 {
                     report.chain_errors.push(format!(
                         "version {version}: partition {p} went back from {before:?} to {after:?}"
@@ -177,7 +184,7 @@ fn check_segment(
         }
         let Some(id) = seg.id(row) else { continue };
         let (partition, offset) = (seg.partition(row), seg.offset(row));
-        if offset >= manifest.next_offset(partition) {
+        if offset >= offset_bound(manifest, partition) {
             report
                 .rows_beyond_offsets
                 .push((id.clone(), partition, offset));
@@ -191,6 +198,17 @@ fn check_segment(
         });
     }
     Ok(())
+}
+
+/// The first offset no row of `partition` may carry: its `next_offset`, or
+/// the offset it had before an operator resumed it further back (rows
+/// sealed before the resume keep the offsets they were read at).
+fn offset_bound(manifest: &Manifest, partition: u32) -> i64 {
+    let next = manifest.next_offset(partition);
+    manifest
+        .resumes
+        .get(&partition)
+        .map_or(next, |r| next.max(r.previous_offset))
 }
 
 #[cfg(test)]
@@ -218,5 +236,23 @@ mod tests {
         assert_eq!(report.versions_checked, 2);
         assert_eq!(report.chain_errors.len(), 1, "{report:?}");
         assert!(report.chain_errors[0].contains("partition 0 went back"));
+
+        // An operator's resume recorded in the version may move it back.
+        let mut m = m.successor();
+        m.partitions.entry(0).or_default().next_offset = 1;
+        m.resumes.insert(
+            0,
+            crate::PartitionResume {
+                offset: 1,
+                previous_offset: 3,
+                by: "ops".into(),
+                reason: "topic re-created".into(),
+                at_ms: 0,
+            },
+        );
+        store.publish(&m).expect("v3");
+        let (report, _) = fsck(&store, "c").expect("fsck");
+        assert_eq!(report.versions_checked, 3);
+        assert_eq!(report.chain_errors.len(), 1, "only v2 is wrong: {report:?}");
     }
 }
