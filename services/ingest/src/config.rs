@@ -99,6 +99,13 @@ pub struct IngestConfig {
     #[arg(long, env = "EDDY_MERGE_MAX_ROWS", default_value_t = 2_000_000)]
     pub merge_max_rows: u64,
 
+    /// Once no partition's offset has advanced for this long (ms), the
+    /// segments below `--merge-max-rows` are merged into one (its graph built
+    /// before it replaces them), so an idle collection is searched in one
+    /// walk instead of one per segment (0 = never).
+    #[arg(long, env = "EDDY_MERGE_IDLE_MS", default_value_t = 30_000)]
+    pub merge_idle_ms: u64,
+
     /// How often the maintenance thread looks for unindexed segments when
     /// idle (ms).
     #[arg(long, env = "EDDY_INDEX_POLL_MS", default_value_t = 500)]
@@ -203,6 +210,7 @@ impl IngestConfig {
         MergePolicy {
             min_segments: self.merge_min_segments,
             max_rows: self.merge_max_rows.max(1),
+            idle: (self.merge_idle_ms > 0).then(|| Duration::from_millis(self.merge_idle_ms)),
             ..MergePolicy::default()
         }
     }

@@ -10,7 +10,7 @@
 //! index build (`maintenance::index_build`) builds its graph next.
 
 use std::collections::{BTreeMap, HashSet};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use eddy_manifest::{Manifest, SegmentEntry, Store};
 use eddy_model::CollectionDef;
@@ -31,6 +31,10 @@ pub struct MergePolicy {
     pub max_rows: u64,
     /// Size tiers grow by this factor.
     pub tier_factor: u64,
+    /// Once ingest has been idle this long, every segment below `max_rows`
+    /// is merged into as few as `max_rows` allows ([`MergePolicy::pick_idle`]);
+    /// `None`: never.
+    pub idle: Option<Duration>,
 }
 
 impl Default for MergePolicy {
@@ -40,6 +44,7 @@ impl Default for MergePolicy {
             max_segments: 10,
             max_rows: 2_000_000,
             tier_factor: 4,
+            idle: Some(Duration::from_secs(30)),
         }
     }
 }
@@ -78,6 +83,34 @@ impl MergePolicy {
             Some(members.into_iter().map(|(_, id)| id.to_owned()).collect())
         })
     }
+
+    /// The inputs of an idle merge: the segments below `max_rows` live rows,
+    /// smallest first, as many as fit in `max_rows` together; `None` unless
+    /// that is at least two. Tiers exist to bound write amplification while
+    /// events flow; once they stop, the collection converges to one segment
+    /// (a query walks one graph instead of one per segment).
+    pub fn pick_idle(&self, manifest: &Manifest) -> Option<Vec<String>> {
+        if self.idle.is_none() || self.min_segments < 2 {
+            return None;
+        }
+        let mut small: Vec<(u64, &str)> = manifest
+            .segments
+            .iter()
+            .map(|s| (s.live_rows(), s.id.as_str()))
+            .filter(|(rows, _)| *rows < self.max_rows)
+            .collect();
+        small.sort();
+        let mut total = 0u64;
+        let picked: Vec<String> = small
+            .into_iter()
+            .take_while(|(rows, _)| {
+                total += rows;
+                total <= self.max_rows
+            })
+            .map(|(_, id)| id.to_owned())
+            .collect();
+        (picked.len() >= 2).then_some(picked)
+    }
 }
 
 /// A merged segment written but not yet published.
@@ -91,6 +124,8 @@ pub struct Merged {
     pub rows: u64,
     /// Per partition, the first and last offset of its rows.
     pub offset_ranges: BTreeMap<u32, (i64, i64)>,
+    /// Its index file (graph + codes), when built before publishing.
+    pub index: Option<String>,
     /// The inputs as the merge read them (their delete file names), and for
     /// each input row the merged row it became (`None`: dropped).
     pub inputs: Vec<(SegmentEntry, Vec<Option<u32>>)>,
@@ -150,6 +185,7 @@ pub fn write_merged(
         bytes,
         rows,
         offset_ranges,
+        index: None,
         inputs: read,
     })
 }
@@ -189,16 +225,18 @@ pub fn publish_merged(
             deletes,
             deleted: carried.len(),
             offset_ranges: merged.offset_ranges.clone(),
-            index: None,
+            index: merged.index.clone(),
         });
         Ok(Some(next))
     })?;
     match updated.published {
         Some(next) => Ok(Some(next.version)),
         None => {
-            let path = store.segment_path(collection, &merged.id);
-            if let Err(e) = std::fs::remove_file(&path) {
-                warn!(path = %path.display(), error = %e, "removing an unpublished merge");
+            let index = merged.index.iter().map(|i| store.index_path(collection, i));
+            for path in std::iter::once(store.segment_path(collection, &merged.id)).chain(index) {
+                if let Err(e) = std::fs::remove_file(&path) {
+                    warn!(path = %path.display(), error = %e, "removing an unpublished merge");
+                }
             }
             Ok(None)
         }
@@ -265,6 +303,24 @@ impl Maintenance {
         }
     }
 
+    /// Builds the merged segment's graph and codes before it is published,
+    /// so its inputs (indexed, mostly) are never replaced by a segment that
+    /// queries would scan exactly until a later build. `None` below the
+    /// graph threshold.
+    fn index_merged(
+        &self,
+        collection: &str,
+        segment: &str,
+    ) -> Result<Option<String>, MaintenanceError> {
+        let seg = Segment::open(&self.store.segment_path(collection, segment))?;
+        let name = self.store.new_index_name(segment);
+        let path = self.store.index_path(collection, &name);
+        let written = self
+            .pool
+            .install(|| eddy_segment::build_index(&seg, &self.params, &path))?;
+        Ok(written.map(|_| name))
+    }
+
     /// Writes and publishes the merge under a lease that keeps garbage
     /// collection away from its files until they are published.
     fn merge_under_lease(
@@ -276,9 +332,164 @@ impl Maintenance {
         let mut lease = self
             .store
             .take_lease(&def.name, "merge", self.write_lease, None)?;
-        let merged = write_merged(&self.store, def, manifest, inputs)?;
+        let mut merged = write_merged(&self.store, def, manifest, inputs)?;
+        merged.index = self.index_merged(&def.name, &merged.id)?;
         fail::fail_point!("merge::before_publish");
         lease.keep_for_publish(self.write_lease)?;
         Ok((publish_merged(&self.store, &def.name, &merged)?, merged))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use clap::Parser as _;
+    use eddy_model::{IdType, Metric, PointId};
+    use eddy_segment::Growing;
+
+    use super::*;
+    use crate::config::IngestConfig;
+    use crate::maintenance::Progress;
+    use crate::metrics::IngestMetrics;
+
+    /// Seals rows `ids` of partition 0 (offsets = ids) as one flat segment.
+    fn seal(store: &Store, ids: std::ops::Range<u64>) {
+        let mut rows = Growing::new(2, Metric::Cosine, IdType::U64);
+        for id in ids.clone() {
+            rows.upsert(PointId::Num(id), &[1.0, id as f32], b"", 0, id as i64);
+        }
+        let (id, path) = store.new_segment("c");
+        let bytes = rows
+            .write_segment(&path, &BTreeMap::new())
+            .expect("segment");
+        let updated = store
+            .update::<eddy_manifest::Error>("c", |latest| {
+                let mut next = latest.successor();
+                next.segments.push(SegmentEntry {
+                    id: id.clone(),
+                    rows: ids.end - ids.start,
+                    bytes,
+                    deletes: None,
+                    deleted: 0,
+                    offset_ranges: BTreeMap::from([(0, (ids.start as i64, ids.end as i64 - 1))]),
+                    index: None,
+                });
+                next.partitions.entry(0).or_default().next_offset = ids.end as i64;
+                Ok(Some(next))
+            })
+            .expect("published");
+        assert!(updated.published.is_some());
+    }
+
+    fn maintenance(store: &Store, idle_ms: &str) -> Maintenance {
+        let config = IngestConfig::parse_from([
+            "eddy-ingest",
+            "--min-graph-rows",
+            "8",
+            "--gc-interval-ms",
+            "0",
+            "--merge-idle-ms",
+            idle_ms,
+        ]);
+        let metrics = IngestMetrics::new(&prometheus::Registry::new()).expect("metrics");
+        Maintenance::new(&config, store.clone(), metrics).expect("maintenance")
+    }
+
+    /// Runs passes until one finds nothing to do (bounded).
+    fn settle(m: &Maintenance, progress: &mut Progress) {
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        for _ in 0..32 {
+            if !m.pass(progress, &stop) {
+                return;
+            }
+        }
+        panic!("maintenance never settled");
+    }
+
+    #[test]
+    fn an_idle_collection_converges_to_one_indexed_segment() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Store::open(dir.path()).expect("store");
+        store
+            .create_collection(&eddy_model::CollectionDef::new("c", 2))
+            .expect("collection");
+        for s in 0..3u64 {
+            seal(&store, s * 100..s * 100 + 100);
+        }
+        // Three segments: no tier of four, so the tier policy leaves them;
+        // not idle for an hour yet, so they are only indexed.
+        let busy = maintenance(&store, "3600000");
+        settle(&busy, &mut Progress::default());
+        let latest = store.latest_manifest("c").expect("manifest");
+        assert_eq!(latest.segments.len(), 3, "not idle yet");
+        assert!(latest.segments.iter().all(|s| s.index.is_some()));
+
+        // Idle after 1 ms: the first pass sees the offsets for the first
+        // time (idle for 0 ms), a later one merges.
+        let m = maintenance(&store, "1");
+        let mut progress = Progress::default();
+        settle(&m, &mut progress);
+        assert_eq!(
+            store.latest_manifest("c").expect("manifest").segments.len(),
+            3
+        );
+        std::thread::sleep(Duration::from_millis(5));
+        settle(&m, &mut progress);
+        let latest = store.latest_manifest("c").expect("manifest");
+        assert_eq!(latest.segments.len(), 1, "{latest:?}");
+        let merged = &latest.segments[0];
+        assert_eq!(merged.rows, 300);
+        assert!(merged.index.is_some(), "the merge publishes with its graph");
+        let (report, rows) = eddy_manifest::fsck(&store, "c").expect("fsck");
+        assert!(report.is_clean(), "{report:?}");
+        assert_eq!(rows.len(), 300);
+
+        // New events make the collection busy again: no idle merge until
+        // the offsets stand still for the idle time.
+        seal(&store, 300..400);
+        settle(&busy, &mut Progress::default());
+        let latest = store.latest_manifest("c").expect("manifest");
+        assert_eq!(latest.segments.len(), 2);
+    }
+
+    #[test]
+    fn idle_merges_take_the_smallest_segments_that_fit_the_cap() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Store::open(dir.path()).expect("store");
+        store
+            .create_collection(&eddy_model::CollectionDef::new("c", 2))
+            .expect("collection");
+        seal(&store, 0..300);
+        seal(&store, 300..400);
+        seal(&store, 400..450);
+        let manifest = store.latest_manifest("c").expect("manifest");
+        let sizes = |ids: &[String]| -> Vec<u64> {
+            ids.iter()
+                .map(|id| {
+                    manifest
+                        .segments
+                        .iter()
+                        .find(|s| &s.id == id)
+                        .map_or(0, |s| s.rows)
+                })
+                .collect()
+        };
+        let policy = MergePolicy {
+            max_rows: 200,
+            ..MergePolicy::default()
+        };
+        let picked = policy.pick_idle(&manifest).expect("two fit");
+        assert_eq!(sizes(&picked), vec![50, 100]);
+        let tight = MergePolicy {
+            max_rows: 120,
+            ..MergePolicy::default()
+        };
+        assert_eq!(tight.pick_idle(&manifest), None, "only one fits");
+        let off = MergePolicy {
+            idle: None,
+            ..MergePolicy::default()
+        };
+        assert_eq!(off.pick_idle(&manifest), None);
     }
 }

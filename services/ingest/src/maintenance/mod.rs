@@ -4,7 +4,10 @@
 //! - `index_build`: builds the graph and SQ8 codes of sealed segments on a
 //!   bounded rayon pool and publishes them with a manifest version that names
 //!   the segment's index file;
-//! - [`merge`]: combines a size tier of small segments into one;
+//! - [`merge`]: combines a size tier of small segments into one while
+//!   events flow, and once ingest has been idle for `--merge-idle-ms`,
+//!   every small segment into one (built with its graph before it replaces
+//!   them), so an idle collection is one graph walk per query;
 //! - `gc`: removes old manifest versions and files no retained version
 //!   names.
 //!
@@ -21,7 +24,7 @@ mod index_build;
 pub mod merge;
 mod supervised;
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -68,6 +71,29 @@ struct Progress {
     failed_builds: HashSet<(String, String)>,
     /// When garbage was last collected.
     last_gc: Option<Instant>,
+    /// Per collection, the partitions' offsets last seen and since when
+    /// they have not moved (ingest idle).
+    offsets_since: HashMap<String, (BTreeMap<u32, i64>, Instant)>,
+}
+
+impl Progress {
+    /// How long `manifest`'s offsets have not moved, as this loop saw them.
+    fn idle_for(&mut self, manifest: &eddy_manifest::Manifest) -> Duration {
+        let offsets: BTreeMap<u32, i64> = manifest
+            .partitions
+            .iter()
+            .map(|(p, s)| (*p, s.next_offset))
+            .collect();
+        let now = Instant::now();
+        let seen = self
+            .offsets_since
+            .entry(manifest.collection.clone())
+            .or_insert_with(|| (offsets.clone(), now));
+        if seen.0 != offsets {
+            *seen = (offsets, now);
+        }
+        now.duration_since(seen.1)
+    }
 }
 
 impl Maintenance {
@@ -141,7 +167,7 @@ impl Maintenance {
         self.collect_garbage_if_due(&collections, &mut progress.last_gc);
         let mut worked = false;
         for def in &collections {
-            if self.maintain(def, &mut progress.failed_builds) {
+            if self.maintain(def, progress) {
                 worked = true;
                 if stop.load(Ordering::Relaxed) {
                     break;
@@ -151,9 +177,10 @@ impl Maintenance {
         worked
     }
 
-    /// Runs the next due job of one collection: a merge, else an index
-    /// build. Returns whether one ran.
-    fn maintain(&self, def: &CollectionDef, failed_builds: &mut HashSet<(String, String)>) -> bool {
+    /// Runs the next due job of one collection: a tier merge, else an index
+    /// build, else (ingest idle long enough) a merge of every small segment.
+    /// Returns whether one ran.
+    fn maintain(&self, def: &CollectionDef, progress: &mut Progress) -> bool {
         let manifest = match self.store.latest_manifest(&def.name) {
             Ok(m) => m,
             Err(e) => {
@@ -161,11 +188,21 @@ impl Maintenance {
                 return false;
             }
         };
+        let idle_for = progress.idle_for(&manifest);
         if let Some(inputs) = self.merge.pick(&manifest) {
             self.merge_tier(def, &manifest, &inputs);
             return true;
         }
-        self.index_next(&def.name, &manifest, failed_builds)
+        if self.index_next(&def.name, &manifest, &mut progress.failed_builds) {
+            return true;
+        }
+        match (self.merge.idle, self.merge.pick_idle(&manifest)) {
+            (Some(idle), Some(inputs)) if idle_for >= idle => {
+                self.merge_tier(def, &manifest, &inputs);
+                true
+            }
+            _ => false,
+        }
     }
 }
 
