@@ -58,6 +58,11 @@ impl Cluster {
             "127.0.0.1:0".into(),
             "--collection-poll-ms".into(),
             "100".into(),
+            // Tansu on a busy 2-core machine can stall for more than the
+            // default 10 s session; a member it times out mid-join can leave
+            // its group unable to rebalance (README, Known issues).
+            "--kafka-property".into(),
+            "session.timeout.ms=60000".into(),
         ];
         for c in collections {
             ingest_args.push("--collection".into());

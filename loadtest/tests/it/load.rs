@@ -72,7 +72,7 @@ async fn publish_half(
     // fetches of large batches slowly while producers write. A produce
     // request that timed out on a busy machine would be retried and its
     // records doubled, so the request timeout is long.
-    args.rate = 1000.0;
+    args.rate = 500.0;
     // A broker that stalls for two minutes fails the run instead of holding it.
     args.kafka = vec![
         ("request.timeout.ms".into(), "120000".into()),
