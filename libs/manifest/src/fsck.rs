@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use eddy_model::PointId;
-use eddy_segment::{Segment, SegmentIndex};
+use eddy_segment::{IndexFile, Segment};
 use roaring::RoaringBitmap;
 use serde::Serialize;
 
@@ -164,9 +164,8 @@ fn check_segment(
         ));
     }
     if let Some(name) = &entry.index {
-        let checked =
-            SegmentIndex::open(&store.index_path(collection, name), seg.rows(), seg.dim())
-                .and_then(|index| eddy_segment::check_index(&seg, &index));
+        let checked = IndexFile::open(&store.index_path(collection, name), seg.rows(), seg.dim())
+            .and_then(|index| eddy_segment::check_index(&seg, &index));
         if let Err(e) = checked {
             report.damaged_files.push(format!("{name}: {e}"));
         }

@@ -83,24 +83,24 @@ impl IndexWriter {
 
 /// A mapped, checked index file.
 #[derive(Debug)]
-pub struct SegmentIndex {
+pub struct IndexFile {
     file: Framed,
 }
 
-impl SegmentIndex {
+impl IndexFile {
     /// Maps the index file at `path` and checks that it belongs to a segment
     /// of `rows` vectors of `dim` floats.
-    pub fn open(path: &Path, rows: usize, dim: usize) -> Result<SegmentIndex> {
+    pub fn open(path: &Path, rows: usize, dim: usize) -> Result<IndexFile> {
         Self::open_with(path, rows, dim, Residency::Mapped)
     }
 
-    /// [`SegmentIndex::open`], holding the bytes as `residency` says.
+    /// [`IndexFile::open`], holding the bytes as `residency` says.
     pub fn open_with(
         path: &Path,
         rows: usize,
         dim: usize,
         residency: Residency,
-    ) -> Result<SegmentIndex> {
+    ) -> Result<IndexFile> {
         let file = Framed::open(path, &INDEX_FORMAT, residency)?;
         let h = file.header();
         let (found_dim, found_rows) = (h.dim.get() as usize, h.rows.get());
@@ -112,7 +112,7 @@ impl SegmentIndex {
                 ),
             ));
         }
-        Ok(SegmentIndex { file })
+        Ok(IndexFile { file })
     }
 
     /// A section's bytes, if the file has it. Sections start 64-byte aligned
@@ -146,20 +146,20 @@ mod tests {
         w.section(IndexSection::Graph, vec![1, 2, 3]);
         w.section(IndexSection::Sq8Codes, vec![9; 6]);
         w.finish(&path).expect("write");
-        let idx = SegmentIndex::open(&path, 3, 2).expect("open");
+        let idx = IndexFile::open(&path, 3, 2).expect("open");
         assert_eq!(idx.section(IndexSection::Graph), Some(&[1u8, 2, 3][..]));
         assert_eq!(idx.section(IndexSection::Sq8Codes), Some(&[9u8; 6][..]));
         assert_eq!(idx.section(IndexSection::Sq8Params), None);
         let graph = idx.section(IndexSection::Graph).expect("graph");
         assert_eq!(graph.as_ptr() as usize % 64, 0, "sections are aligned");
-        let err = SegmentIndex::open(&path, 4, 2).expect_err("wrong rows");
+        let err = IndexFile::open(&path, 4, 2).expect_err("wrong rows");
         assert!(err.to_string().contains("3 rows"), "{err}");
 
         let mut bytes = std::fs::read(&path).expect("read");
         let mid = bytes.len() / 2;
         bytes[mid] ^= 1;
         std::fs::write(&path, &bytes).expect("write");
-        let err = SegmentIndex::open(&path, 3, 2).expect_err("corrupt");
+        let err = IndexFile::open(&path, 3, 2).expect_err("corrupt");
         assert!(err.to_string().contains("checksum"), "{err}");
     }
 }

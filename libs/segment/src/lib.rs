@@ -27,7 +27,7 @@ pub use framed::Residency;
 pub use growing::{Growing, Origin, RowRef, Touch};
 pub use ids::Ids;
 pub use index_file::{
-    IndexSection, IndexWriter, SegmentIndex, INDEX_FORMAT_VERSION, INDEX_OLDEST_SUPPORTED_VERSION,
+    IndexFile, IndexSection, IndexWriter, INDEX_FORMAT_VERSION, INDEX_OLDEST_SUPPORTED_VERSION,
 };
 pub use reader::Segment;
 pub use resident::HugePageBytes;

@@ -11,7 +11,7 @@ use eddy_hnsw::{
 };
 use eddy_quant::sq8::{Sq8Config, Sq8Quantizer};
 
-use crate::index_file::{IndexSection, IndexWriter, SegmentIndex};
+use crate::index_file::{IndexFile, IndexSection, IndexWriter};
 use crate::search::{neighbors, Neighbor};
 use crate::{Error, Result, Segment};
 
@@ -167,7 +167,7 @@ pub fn build_index(seg: &Segment, params: &IndexParams, path: &Path) -> Result<O
 
 /// Checks an index file's graph and codes once, at load, so searches can
 /// use the unverified (header-only) views.
-pub fn check_index(seg: &Segment, index: &SegmentIndex) -> Result<()> {
+pub fn check_index(seg: &Segment, index: &IndexFile) -> Result<()> {
     let bad = |what: String| Error::corrupt(index.path(), what);
     let graph = graph_view(index).ok_or_else(|| bad("no graph section".into()))?;
     let graph = graph.map_err(|e| bad(format!("graph: {e}")))?;
@@ -186,9 +186,7 @@ pub fn check_index(seg: &Segment, index: &SegmentIndex) -> Result<()> {
     Ok(())
 }
 
-fn graph_view(
-    index: &SegmentIndex,
-) -> Option<std::result::Result<GraphView<'_>, eddy_hnsw::Error>> {
+fn graph_view(index: &IndexFile) -> Option<std::result::Result<GraphView<'_>, eddy_hnsw::Error>> {
     index
         .section(IndexSection::Graph)
         .map(GraphView::from_bytes_unverified)
@@ -196,7 +194,7 @@ fn graph_view(
 
 fn sq8_view<'a>(
     seg: &Segment,
-    index: &'a SegmentIndex,
+    index: &'a IndexFile,
 ) -> Option<std::result::Result<Sq8View<'a>, eddy_hnsw::Error>> {
     let params = index.section(IndexSection::Sq8Params)?;
     let codes = index.section(IndexSection::Sq8Codes)?;
@@ -262,7 +260,7 @@ fn filter_rows(seg: &Segment, filter: &Filter) -> RoaringBitmap {
 /// first, scores "higher is closer".
 pub fn search_sealed(
     seg: &Segment,
-    index: Option<&SegmentIndex>,
+    index: Option<&IndexFile>,
     query: &[f32],
     q: &SealedQuery<'_>,
     accept: &dyn Fn(u32) -> bool,

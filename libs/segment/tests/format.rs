@@ -8,8 +8,8 @@ use eddy_format::FormatError;
 use eddy_hnsw::GraphView;
 use eddy_model::{FieldType, IdType, Metric, PointId};
 use eddy_segment::{
-    build_index, check_index, search_sealed, Error, Growing, IndexParams, IndexSection, Residency,
-    SealedQuery, Segment, SegmentIndex, FORMAT_VERSION, INDEX_FORMAT_VERSION,
+    build_index, check_index, search_sealed, Error, Growing, IndexFile, IndexParams, IndexSection,
+    Residency, SealedQuery, Segment, FORMAT_VERSION, INDEX_FORMAT_VERSION,
 };
 
 /// Every way a file can be held; each test runs against all of them.
@@ -122,7 +122,7 @@ fn golden_index_file_of_the_current_format_reopens() {
             .expect("an index");
     }
     for residency in RESIDENCIES {
-        let index = SegmentIndex::open_with(&path, seg.rows(), seg.dim(), residency)
+        let index = IndexFile::open_with(&path, seg.rows(), seg.dim(), residency)
             .expect("golden index opens");
         check_index(&seg, &index).expect("golden index checks");
         let graph = index.section(IndexSection::Graph).expect("graph section");
@@ -133,7 +133,7 @@ fn golden_index_file_of_the_current_format_reopens() {
         assert!(index.section(IndexSection::Sq8Params).is_some());
         assert!(index.section(IndexSection::Sq8Corrections).is_some());
     }
-    let err = SegmentIndex::open(&path, 4, 3).expect_err("index of another segment");
+    let err = IndexFile::open(&path, 4, 3).expect_err("index of another segment");
     assert!(err.to_string().contains("3 rows"), "{err}");
 }
 
@@ -144,7 +144,7 @@ fn damage_and_unknown_versions_are_clear_errors() {
             Segment::open_with(path, residency).map(drop)
         });
         damage_is_reported(&golden_index(), "index file", &|path| {
-            SegmentIndex::open_with(path, 3, 3, residency).map(drop)
+            IndexFile::open_with(path, 3, 3, residency).map(drop)
         });
     }
 }

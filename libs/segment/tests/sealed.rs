@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, HashSet};
 use eddy_filter::Filter;
 use eddy_model::{FieldType, IdType, Metric, PointId};
 use eddy_segment::{
-    build_index, check_index, search_sealed, Growing, IndexParams, Quantization, Residency,
-    SealedQuery, Segment, SegmentIndex,
+    build_index, check_index, search_sealed, Growing, IndexFile, IndexParams, Quantization,
+    Residency, SealedQuery, Segment,
 };
 use rand::{Rng, SeedableRng};
 
@@ -24,7 +24,7 @@ fn fields() -> BTreeMap<String, FieldType> {
 
 /// A segment of clustered random unit vectors with a `color` (1 in 50 rows
 /// "red") and an integer `n`, plus its index file.
-fn fixture(dir: &std::path::Path) -> (Segment, SegmentIndex) {
+fn fixture(dir: &std::path::Path) -> (Segment, IndexFile) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let centers: Vec<Vec<f32>> = (0..20)
         .map(|_| (0..DIM).map(|_| rng.random_range(-1.0..1.0)).collect())
@@ -51,7 +51,7 @@ fn fixture(dir: &std::path::Path) -> (Segment, SegmentIndex) {
         .install(|| build_index(&seg, &IndexParams::default(), &idx_path))
         .expect("index")
         .expect("big enough for a graph");
-    let index = SegmentIndex::open(&idx_path, seg.rows(), seg.dim()).expect("open index");
+    let index = IndexFile::open(&idx_path, seg.rows(), seg.dim()).expect("open index");
     check_index(&seg, &index).expect("index checks");
     (seg, index)
 }
@@ -69,7 +69,7 @@ fn queries() -> Vec<Vec<f32>> {
 
 fn recall(
     seg: &Segment,
-    index: &SegmentIndex,
+    index: &IndexFile,
     q: &SealedQuery<'_>,
     accept: &dyn Fn(u32) -> bool,
 ) -> f64 {
@@ -114,7 +114,7 @@ fn resident_copies_answer_like_the_maps() {
     let (seg, index) = fixture(dir.path());
     let seg_r = Segment::open_with(&dir.path().join("s.seg"), Residency::HugePages)
         .expect("resident segment");
-    let index_r = SegmentIndex::open_with(
+    let index_r = IndexFile::open_with(
         &dir.path().join("s.idx"),
         seg.rows(),
         seg.dim(),
@@ -196,6 +196,6 @@ fn damaged_index_files_are_refused() {
     let at = bytes.len() / 3;
     bytes[at] ^= 0x10;
     std::fs::write(&path, &bytes).expect("write");
-    let err = SegmentIndex::open(&path, seg.rows(), seg.dim()).expect_err("damaged");
+    let err = IndexFile::open(&path, seg.rows(), seg.dim()).expect_err("damaged");
     assert!(err.to_string().contains("checksum"), "{err}");
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use eddy_manifest::{Manifest, SegmentEntry, Store};
 use eddy_model::PointId;
-use eddy_segment::{Residency, Segment, SegmentIndex};
+use eddy_segment::{IndexFile, Residency, Segment};
 use roaring::RoaringBitmap;
 
 /// A sealed segment as served: the map and its delete bitmap.
@@ -19,7 +19,7 @@ pub struct LoadedSegment {
     /// Deleted rows.
     pub deleted: Arc<RoaringBitmap>,
     /// The mapped index file (graph, codes), once ingest has built it.
-    pub index: Option<Arc<SegmentIndex>>,
+    pub index: Option<Arc<IndexFile>>,
 }
 
 /// One manifest version, loaded.
@@ -120,9 +120,9 @@ fn load_index(
     name: &str,
     segment: &Segment,
     residency: Residency,
-) -> Option<Arc<SegmentIndex>> {
+) -> Option<Arc<IndexFile>> {
     let path = store.index_path(collection, name);
-    let loaded = SegmentIndex::open_with(&path, segment.rows(), segment.dim(), residency)
+    let loaded = IndexFile::open_with(&path, segment.rows(), segment.dim(), residency)
         .and_then(|index| eddy_segment::check_index(segment, &index).map(|()| index));
     match loaded {
         Ok(index) => Some(Arc::new(index)),
