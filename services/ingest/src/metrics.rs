@@ -316,54 +316,44 @@ impl IngestMetrics {
 mod tests {
     use std::collections::BTreeSet;
 
-    use prometheus::core::Collector as _;
-
     use super::*;
 
     #[test]
     fn every_registered_metric_is_named_by_a_constant() {
         let registry = Registry::new();
         let m = IngestMetrics::new(&registry).expect("registered");
-        // Labelled families appear once they have a child.
-        for vec in [
-            &m.events,
-            &m.rejected,
-            &m.seals,
-            &m.cas_conflicts,
-            &m.id_partition_conflicts,
-            &m.dlq,
-            &m.merges,
-            &m.index_builds,
-            &m.gc_files,
-            &m.gc_bytes,
-        ] {
-            let labels = vec!["x"; vec.desc()[0].variable_labels.len()];
-            vec.with_label_values(&labels).inc();
-        }
-        for vec in [
-            &m.lag,
-            &m.next_offset,
-            &m.growing_rows,
-            &m.segments,
-            &m.manifest_version,
-            &m.stalled_partitions,
-            &m.partition_stopped,
-            &m.manifest_lag,
-            &m.partition_progress,
-            &m.dead_letters_blocked,
-            &m.dead_letters_pending,
-            &m.assigned_partitions,
-            &m.unindexed_rows,
-            &m.backpressure,
-        ] {
-            let labels = vec!["x"; vec.desc()[0].variable_labels.len()];
-            vec.with_label_values(&labels).set(1);
-        }
-        let registered: BTreeSet<String> = registry
-            .gather()
-            .iter()
-            .map(|family| family.name().to_owned())
-            .collect();
+        let registered = eddy_config::metrics::gathered_names(
+            &registry,
+            &[
+                &m.events,
+                &m.rejected,
+                &m.seals,
+                &m.cas_conflicts,
+                &m.id_partition_conflicts,
+                &m.dlq,
+                &m.merges,
+                &m.index_builds,
+                &m.gc_files,
+                &m.gc_bytes,
+            ],
+            &[
+                &m.lag,
+                &m.next_offset,
+                &m.growing_rows,
+                &m.segments,
+                &m.manifest_version,
+                &m.stalled_partitions,
+                &m.partition_stopped,
+                &m.manifest_lag,
+                &m.partition_progress,
+                &m.dead_letters_blocked,
+                &m.dead_letters_pending,
+                &m.assigned_partitions,
+                &m.unindexed_rows,
+                &m.backpressure,
+            ],
+            &[],
+        );
         let named: BTreeSet<String> = NAMES.iter().map(|n| (*n).to_owned()).collect();
         assert_eq!(registered, named);
         assert!(NAMES.iter().all(|n| n.starts_with("eddy_ingest_")));

@@ -170,8 +170,8 @@ impl QueryMetrics {
             )?,
             ingest_to_visible: histogram(
                 INGEST_TO_VISIBLE_SECONDS,
-                "Event timestamp to searchable in the tail",
-                &["collection"],
+                "Event timestamp to searchable in the tail, by the timestamp's clock (log_append: the broker's append time; create: the producer's)",
+                &["collection", "clock"],
                 exponential_buckets(0.001, 2.0, 16)?,
             )?,
             freshness_wait: histogram(
@@ -218,53 +218,39 @@ impl QueryMetrics {
 mod tests {
     use std::collections::BTreeSet;
 
-    use prometheus::core::Collector as _;
-
     use super::*;
 
     #[test]
     fn every_registered_metric_is_named_by_a_constant() {
         let registry = Registry::new();
         let m = QueryMetrics::new(&registry).expect("registered");
-        // Labelled families appear once they have a child.
-        for vec in [
-            &m.requests,
-            &m.queries,
-            &m.tail_events,
-            &m.segment_loads,
-            &m.id_partition_conflicts,
-        ] {
-            let labels = vec!["x"; vec.desc()[0].variable_labels.len()];
-            vec.with_label_values(&labels).inc();
-        }
-        for vec in [
-            &m.tail_rows,
-            &m.segments,
-            &m.sealed_rows,
-            &m.manifest_version,
-            &m.queued_queries,
-            &m.served_bytes,
-            &m.visible_offset,
-            &m.lag,
-            &m.partition_stale,
-        ] {
-            let labels = vec!["x"; vec.desc()[0].variable_labels.len()];
-            vec.with_label_values(&labels).set(1);
-        }
-        for vec in [
-            &m.latency,
-            &m.segments_searched,
-            &m.ingest_to_visible,
-            &m.freshness_wait,
-        ] {
-            let labels = vec!["x"; vec.desc()[0].variable_labels.len()];
-            vec.with_label_values(&labels).observe(1.0);
-        }
-        let registered: BTreeSet<String> = registry
-            .gather()
-            .iter()
-            .map(|family| family.name().to_owned())
-            .collect();
+        let registered = eddy_config::metrics::gathered_names(
+            &registry,
+            &[
+                &m.requests,
+                &m.queries,
+                &m.tail_events,
+                &m.segment_loads,
+                &m.id_partition_conflicts,
+            ],
+            &[
+                &m.tail_rows,
+                &m.segments,
+                &m.sealed_rows,
+                &m.manifest_version,
+                &m.queued_queries,
+                &m.served_bytes,
+                &m.visible_offset,
+                &m.lag,
+                &m.partition_stale,
+            ],
+            &[
+                &m.latency,
+                &m.segments_searched,
+                &m.ingest_to_visible,
+                &m.freshness_wait,
+            ],
+        );
         let named: BTreeSet<String> = NAMES.iter().map(|n| (*n).to_owned()).collect();
         assert_eq!(registered, named);
         assert!(NAMES.iter().all(|n| n.starts_with("eddy_")));

@@ -6,6 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use eddy_kafka::{Cursor, Gaps, Outcome, Record, StopReason};
 use rdkafka::message::{BorrowedMessage, Message};
+use rdkafka::Timestamp;
 
 use crate::collection::Collection;
 use crate::metrics::QueryMetrics;
@@ -47,7 +48,8 @@ pub(super) fn apply_batch(
                 next: cutoff.max(applied),
                 gaps,
             };
-            let timestamp_ms = msg.timestamp().to_millis();
+            let timestamp = msg.timestamp();
+            let timestamp_ms = timestamp.to_millis();
             let record = Record {
                 message: eddy_kafka::event_message(msg),
                 partition,
@@ -82,7 +84,7 @@ pub(super) fn apply_batch(
             };
             *outcomes.entry(label).or_default() += 1;
             if let (Some(ts), true) = (timestamp_ms, label == "upsert" || label == "delete") {
-                latencies.push((now_ms - ts).max(0) as f64 / 1000.0);
+                latencies.push((clock(timestamp), (now_ms - ts).max(0) as f64 / 1000.0));
             }
         }
         metrics
@@ -108,9 +110,21 @@ pub(super) fn apply_batch(
             .with_label_values(&[name])
             .inc_by(conflicts as u64);
     }
-    let hist = metrics.ingest_to_visible.with_label_values(&[name]);
-    for l in latencies {
-        hist.observe(l);
+    for (clock, seconds) in latencies {
+        metrics
+            .ingest_to_visible
+            .with_label_values(&[name, clock])
+            .observe(seconds);
     }
     gapped
+}
+
+/// Which clock an event's timestamp is on: the broker's append time where
+/// the topic has `message.timestamp.type=LogAppendTime` (freshness without
+/// the producer's clock or its send queue), else the producer's create time.
+fn clock(timestamp: Timestamp) -> &'static str {
+    match timestamp {
+        Timestamp::LogAppendTime(_) => "log_append",
+        _ => "create",
+    }
 }
