@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need when missing (Tansu, pyarrow,
 # numpy, build packages), checks formatting and lints, then runs every test,
-# including the SIMD kernels with the AVX2 and scalar backends forced.
+# the ingest crash-point tests (failpoints build), and the SIMD kernels again
+# with every backend this CPU supports forced in turn.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
