@@ -26,7 +26,7 @@ use eddy_loadtest::broker::Tansu;
 use eddy_manifest::Store;
 use support::{
     fsck_against, query_against, random_pause, read_model, seeded_rng, wait_assigned, wait_covered,
-    workload, IngestSpec, Producer,
+    wait_group_stable, workload, IngestSpec, Producer,
 };
 
 /// Sizes of one run.
@@ -175,6 +175,7 @@ async fn two_workers_on_four_partitions_killed_in_turn_lose_and_double_nothing()
         workers.push(specs[w].spawn(&logs[w]));
         wait_assigned(&mut workers[w], &logs[w], 1).await;
     }
+    wait_group_stable(&logs, 4).await;
     let events = workload(profile.pair_ids, 5, &mut rng);
     let producer = Producer::new(&brokers);
     let pieces = cut(&events, profile.pair_kills + 1, &mut rng);
@@ -187,6 +188,7 @@ async fn two_workers_on_four_partitions_killed_in_turn_lose_and_double_nothing()
             workers[w] = specs[w].spawn(&logs[w]);
             spawns[w] += 1;
             wait_assigned(&mut workers[w], &logs[w], spawns[w]).await;
+            wait_group_stable(&logs, 4).await;
         }
     }
     let store = Store::open(&store_dir).expect("store");

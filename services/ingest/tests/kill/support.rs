@@ -322,6 +322,47 @@ pub async fn wait_assigned(ingest: &mut Ingest, log: &Path, n: usize) {
     }
 }
 
+/// How many partitions `log`'s worker holds now: the size of its newest
+/// assignment, or 0 while its newest rebalance event is a revocation (or
+/// there is none).
+fn held_partitions(log: &Path) -> usize {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let assigned = text.rfind("partitions assigned");
+    let revoked = text.rfind("partitions revoked");
+    let Some(at) = assigned.filter(|a| revoked.is_none_or(|r| r < *a)) else {
+        return 0;
+    };
+    // The rest of the line names its starts as `{partition: offset, ...}`.
+    let line = text[at..].split('\n').next().unwrap_or("");
+    line.find('{')
+        .and_then(|open| {
+            line[open..]
+                .find('}')
+                .map(|close| &line[open..open + close])
+        })
+        .map_or(0, |starts| starts.matches(':').count())
+}
+
+/// Waits until the consumer group of the workers logging to `logs` is
+/// stable: each one's newest rebalance event is an assignment and together
+/// they hold all `partitions`. A member killed while a rebalance is still
+/// under way can leave Tansu 0.6's group unable to rebalance for good
+/// (README, Known issues), so a test kills only between rebalances.
+pub async fn wait_group_stable(logs: &[PathBuf], partitions: usize) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let held: Vec<usize> = logs.iter().map(|l| held_partitions(l)).collect();
+        if held.iter().all(|h| *h > 0) && held.iter().sum::<usize>() == partitions {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the group did not settle on {partitions} partitions: {held:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Waits until the newest manifest of `collection` covers its topic's high
 /// watermarks on every partition.
 pub fn wait_covered(
