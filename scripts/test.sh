@@ -45,7 +45,8 @@ log "cargo test (kernel backend: $(kernel_backend))"
 cargo test --locked --workspace
 
 log "crash-point tests (eddy-ingest with the failpoints feature; never in a release build)"
-cargo test --locked -p eddy-ingest --features failpoints --lib --test failpoints
+cargo test --locked -p eddy-ingest --features failpoints --lib maintenance::
+cargo test --locked -p eddy-ingest --features failpoints --test failpoints
 cargo test --locked -p eddy-ingest --features failpoints --test kill -- crash_points
 
 # Every backend this CPU runs, forced in turn (AVX-512 only where the CPU has it);

@@ -435,7 +435,9 @@ mod tests {
         );
 
         tansu.create_topic("missing.dlq", 1).expect("topic");
-        let deadline = Instant::now() + Duration::from_secs(30);
+        // The producer learns of the new topic at its next metadata refresh,
+        // which a busy broker can delay.
+        let deadline = Instant::now() + Duration::from_secs(120);
         while dlq.poll() || dlq.pending() > 0 {
             assert!(Instant::now() < deadline, "never unblocked");
             std::thread::sleep(Duration::from_millis(100));
