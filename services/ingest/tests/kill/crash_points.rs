@@ -26,14 +26,21 @@ fn wait_exit(ingest: &mut Ingest, timeout: Duration) -> Option<ExitStatus> {
     None
 }
 
-/// Every crash point and the pass at which the process dies there.
-const POINTS: [(&str, u32); 6] = [
-    ("segment::before_fsync", 2),
-    ("seal::before_publish", 2),
-    ("seal::before_commit", 2),
-    ("merge::before_publish", 1),
-    ("index::before_publish", 1),
-    ("gc::before_delete", 10),
+/// Flags that keep merges away, so that sealed segments reach the index
+/// build: a tier merge runs before an index build and writes the merged
+/// segment's index itself (that write is covered by
+/// `merge::before_publish`, which comes after it).
+const NO_MERGES: &[(&str, &str)] = &[("merge-min-segments", "1000000"), ("merge-idle-ms", "0")];
+
+/// Every crash point, the pass at which the process dies there, and the
+/// flags that make the path through it run.
+const POINTS: [(&str, u32, &[(&str, &str)]); 6] = [
+    ("segment::before_fsync", 2, &[]),
+    ("seal::before_publish", 2, &[]),
+    ("seal::before_commit", 2, &[]),
+    ("merge::before_publish", 1, &[]),
+    ("index::before_publish", 1, NO_MERGES),
+    ("gc::before_delete", 10, &[]),
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -44,13 +51,16 @@ async fn a_crash_at_each_named_point_loses_and_doubles_nothing() {
         .expect("join")
         .expect("Tansu starts");
     let brokers = tansu.bootstrap();
-    for (i, (point, hit)) in POINTS.iter().enumerate() {
+    for (i, (point, hit, flags)) in POINTS.iter().enumerate() {
         let topic = format!("crash{i}");
         tansu.create_topic(&topic, 2).expect("topic");
         let dir = tempfile::tempdir().expect("tmp");
         let store_dir = dir.path().join("store");
         let log = dir.path().join("ingest.log");
         let mut spec = IngestSpec::small(&store_dir, &brokers, &topic, &format!("crash-{i}"));
+        for (name, value) in *flags {
+            spec.set(name, value);
+        }
         let mut crashing = spec.clone();
         crashing
             .env
