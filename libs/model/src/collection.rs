@@ -100,6 +100,12 @@ impl CollectionDef {
                 self.topic
             )));
         }
+        if self.topic.starts_with("__") {
+            return Err(Error::InvalidDefinition(format!(
+                "topic {:?} is internal to Kafka (`__*`); a collection cannot read it",
+                self.topic
+            )));
+        }
         if self.dimension == 0 || self.dimension > Self::MAX_DIMENSION {
             return Err(Error::InvalidDefinition(format!(
                 "dimension must be in 1..={}, got {}",
@@ -195,6 +201,10 @@ mod tests {
         assert!("name=docs".parse::<CollectionDef>().is_err());
         assert!("name=a b,dim=3".parse::<CollectionDef>().is_err());
         assert!("name=a,dim=3,metric=x".parse::<CollectionDef>().is_err());
+        // Kafka's internal topics are never a collection's source.
+        assert!("name=a,dim=3,topic=__consumer_offsets"
+            .parse::<CollectionDef>()
+            .is_err());
     }
 
     #[test]

@@ -4,8 +4,9 @@ use std::path::PathBuf;
 
 use eddy_model::CollectionDef;
 
-/// Settings every service shares.
-#[derive(Debug, Clone, clap::Args)]
+/// Settings every service shares. `Debug` shows Kafka property names
+/// only: their values may be credentials.
+#[derive(Clone, clap::Args)]
 pub struct CommonArgs {
     /// TOML config file (keys = flag names); flags and EDDY_* variables win.
     #[arg(long, env = "EDDY_CONFIG")]
@@ -31,7 +32,7 @@ pub struct CommonArgs {
 
     /// Extra librdkafka properties, passed through verbatim (`key=value`;
     /// `;`-separated in the environment). Values are never logged.
-    #[arg(long = "kafka-property", env = "EDDY_KAFKA_PROPERTIES", value_delimiter = ';', value_parser = parse_key_value)]
+    #[arg(long = "kafka-property", env = "EDDY_KAFKA_PROPERTIES", value_delimiter = ';', value_parser = KeyValueParser, hide_env_values = true)]
     pub kafka_properties: Vec<(String, String)>,
 
     /// Log format.
@@ -39,15 +40,63 @@ pub struct CommonArgs {
     pub log_format: String,
 }
 
+/// Parses `key=value` like [`parse_key_value`], with an error that does not
+/// repeat the value (clap's own message would).
+#[derive(Clone)]
+struct KeyValueParser;
+
+impl clap::builder::TypedValueParser for KeyValueParser {
+    type Value = (String, String);
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Self::Value, clap::Error> {
+        let refuse = |message: String| {
+            clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!("--kafka-property: {message}\n"),
+            )
+            .with_cmd(cmd)
+        };
+        let text = value
+            .to_str()
+            .ok_or_else(|| refuse("not UTF-8".to_owned()))?;
+        parse_key_value(text).map_err(refuse)
+    }
+}
+
 fn parse_key_value(s: &str) -> Result<(String, String), String> {
     // An empty entry (`EDDY_KAFKA_PROPERTIES=""`, a trailing `;`) sets nothing.
     if s.trim().is_empty() {
         return Ok((String::new(), String::new()));
     }
-    let (k, v) = s
-        .split_once('=')
-        .ok_or_else(|| format!("expected key=value, got {s:?}"))?;
+    // The error does not repeat the entry: it may hold a password.
+    let (k, v) = s.split_once('=').ok_or_else(|| {
+        "expected key=value (the entry is not shown: it may hold a secret)".to_owned()
+    })?;
     Ok((k.trim().to_owned(), v.to_owned()))
+}
+
+impl std::fmt::Debug for CommonArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let property_names: Vec<&str> = self
+            .kafka_properties
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .collect();
+        f.debug_struct("CommonArgs")
+            .field("config", &self.config)
+            .field("store", &self.store)
+            .field("brokers", &self.brokers)
+            .field("collections", &self.collections)
+            .field("collection_poll_ms", &self.collection_poll_ms)
+            .field("kafka_properties", &property_names)
+            .field("log_format", &self.log_format)
+            .finish()
+    }
 }
 
 impl CommonArgs {
@@ -81,6 +130,26 @@ mod tests {
             vec![("a".to_owned(), "b".to_owned())]
         );
         assert!(Cli::try_parse_from(["x", "--kafka-property", "novalue"]).is_err());
+    }
+
+    #[test]
+    fn kafka_secrets_stay_out_of_debug_help_and_errors() {
+        let cli = Cli::parse_from(["x", "--kafka-property", "sasl.password=hunter2-secret"]);
+        let shown = format!("{:?}", cli.common);
+        assert!(
+            shown.contains("sasl.password") && !shown.contains("hunter2"),
+            "{shown}"
+        );
+        let err = Cli::try_parse_from(["x", "--kafka-property", "hunter2-secret"])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(!err.contains("hunter2"), "{err}");
+        let command = <Cli as clap::CommandFactory>::command();
+        let arg = command
+            .get_arguments()
+            .find(|a| a.get_id() == "kafka_properties");
+        assert!(arg.is_some_and(|a| a.is_hide_env_values_set()));
     }
 
     #[test]

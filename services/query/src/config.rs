@@ -2,13 +2,16 @@
 //! and the engine options derived from them.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use eddy_config::CommonArgs;
 use eddy_kafka::{KafkaSettings, ProtectedProperty};
 use eddy_segment::Residency;
 
+use crate::auth::{ApiKeys, KeysError, SecretKey};
 use crate::engine::EngineOptions;
+use crate::policy::CollectionPolicy;
 
 /// eddy-query settings.
 #[derive(Debug, Clone, clap::Parser)]
@@ -58,6 +61,60 @@ pub struct QueryConfig {
     /// pool); more are refused with HTTP 429 / gRPC RESOURCE_EXHAUSTED.
     #[arg(long, env = "EDDY_MAX_QUEUED_QUERIES", default_value_t = 10_000)]
     pub max_queued_queries: usize,
+
+    /// API keys that may read (search, points, count, listings, metrics),
+    /// comma-separated. With no key configured at all the service is open,
+    /// which it allows only on loopback listeners (or with
+    /// `--insecure-no-auth`).
+    #[arg(
+        long,
+        env = "EDDY_READ_API_KEYS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub read_api_keys: Vec<SecretKey>,
+
+    /// API keys that may also create collections, comma-separated.
+    #[arg(
+        long,
+        env = "EDDY_ADMIN_API_KEYS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub admin_api_keys: Vec<SecretKey>,
+
+    /// A file of `read KEY` / `admin KEY` lines (keeps keys out of the
+    /// process list and the environment).
+    #[arg(long, env = "EDDY_API_KEYS_FILE")]
+    pub api_keys_file: Option<PathBuf>,
+
+    /// Serve without API keys on listeners other hosts can reach.
+    #[arg(long, env = "EDDY_INSECURE_NO_AUTH")]
+    pub insecure_no_auth: bool,
+
+    /// TLS certificate chain (PEM) for both HTTP and Flight; with
+    /// `--tls-key`, both doors speak only TLS.
+    #[arg(long, env = "EDDY_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// TLS private key (PEM) matching `--tls-cert`.
+    #[arg(long, env = "EDDY_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Topics a collection created over the API may read: comma-separated
+    /// patterns where `*` matches any run of characters. Internal topics
+    /// (`__consumer_offsets`, any `__*`) are refused whatever this says.
+    #[arg(
+        long,
+        env = "EDDY_TOPIC_ALLOW",
+        value_delimiter = ',',
+        default_value = "*"
+    )]
+    pub topic_allow: Vec<String>,
+
+    /// Most collections the service holds; creating one more is refused.
+    #[arg(long, env = "EDDY_MAX_COLLECTIONS", default_value_t = 256)]
+    pub max_collections: usize,
 }
 
 impl QueryConfig {
@@ -81,6 +138,20 @@ impl QueryConfig {
     /// How collection polling is paced (at least every 50 ms).
     pub fn collection_poll(&self) -> Duration {
         Duration::from_millis(self.common.collection_poll_ms.max(50))
+    }
+
+    /// The API keys (flags, environment and keys file).
+    pub fn api_keys(&self) -> Result<ApiKeys, KeysError> {
+        ApiKeys::load(
+            &self.read_api_keys,
+            &self.admin_api_keys,
+            self.api_keys_file.as_deref(),
+        )
+    }
+
+    /// Which collections the API may create.
+    pub fn collection_policy(&self) -> CollectionPolicy {
+        CollectionPolicy::new(self.topic_allow.clone(), self.max_collections)
     }
 
     /// The engine's options; fails on a Kafka property eddy refuses.
@@ -116,5 +187,22 @@ mod tests {
         assert_eq!(config.collection_poll(), Duration::from_secs(1));
         let auto = QueryConfig::parse_from(["eddy-query"]);
         assert!(auto.search_threads() >= 1);
+        assert!(!auto.api_keys().expect("no keys").enabled());
+        assert!(auto.tls_cert.is_none());
+    }
+
+    #[test]
+    fn keys_stay_out_of_help_and_debug() {
+        let key = "very-secret-admin-key-42";
+        let config = QueryConfig::parse_from(["eddy-query", "--admin-api-keys", key]);
+        assert!(config.api_keys().expect("keys").enabled());
+        assert!(!format!("{config:?}").contains(key));
+        let command = <QueryConfig as clap::CommandFactory>::command();
+        for id in ["read_api_keys", "admin_api_keys"] {
+            let arg = command.get_arguments().find(|a| a.get_id() == id);
+            assert!(arg.is_some_and(|a| a.is_hide_env_values_set()), "{id}");
+        }
+        // A TLS key without its certificate is refused.
+        assert!(QueryConfig::try_parse_from(["eddy-query", "--tls-key", "k.pem"]).is_err());
     }
 }

@@ -40,6 +40,13 @@ pub enum Error {
     /// Building the search pool failed.
     #[error("search pool: {0}")]
     Pool(#[from] rayon::ThreadPoolBuildError),
+    /// The API keys could not be loaded, or none guard a listener other
+    /// hosts can reach.
+    #[error(transparent)]
+    Keys(#[from] crate::auth::KeysError),
+    /// The TLS certificate or key could not be loaded.
+    #[error("{0}")]
+    Tls(String),
     /// A Kafka property in the configuration is one eddy refuses.
     #[error(transparent)]
     KafkaSettings(#[from] eddy_kafka::ProtectedProperty),
@@ -51,6 +58,14 @@ pub enum ApiError {
     /// The request is malformed or invalid.
     #[error("{0}")]
     BadRequest(String),
+    /// No API key, or one the service does not know (HTTP 401, gRPC
+    /// UNAUTHENTICATED).
+    #[error("{0}")]
+    Unauthorized(String),
+    /// The key is valid but its scope does not cover the request (HTTP
+    /// 403, gRPC PERMISSION_DENIED).
+    #[error("{0}")]
+    Forbidden(String),
     /// The collection or point does not exist.
     #[error("{0}")]
     NotFound(String),
@@ -77,6 +92,8 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
@@ -90,6 +107,8 @@ impl ApiError {
     pub fn code(&self) -> tonic::Code {
         match self {
             ApiError::BadRequest(_) => tonic::Code::InvalidArgument,
+            ApiError::Unauthorized(_) => tonic::Code::Unauthenticated,
+            ApiError::Forbidden(_) => tonic::Code::PermissionDenied,
             ApiError::NotFound(_) => tonic::Code::NotFound,
             ApiError::Conflict(_) => tonic::Code::AlreadyExists,
             ApiError::Timeout(_) => tonic::Code::DeadlineExceeded,
@@ -103,6 +122,8 @@ impl ApiError {
     pub fn kind(&self) -> &'static str {
         match self {
             ApiError::BadRequest(_) => "bad_request",
+            ApiError::Unauthorized(_) => "unauthorized",
+            ApiError::Forbidden(_) => "forbidden",
             ApiError::NotFound(_) => "not_found",
             ApiError::Conflict(_) => "conflict",
             ApiError::Timeout(_) => "timeout",
@@ -136,11 +157,20 @@ impl IntoResponse for ApiError {
         self.log();
         let body = serde_json::json!({"error": {"code": self.kind(), "message": self.to_string()}});
         let mut response = (self.status(), Json(body)).into_response();
-        if matches!(self, ApiError::Overloaded(_)) {
-            response.headers_mut().insert(
-                axum::http::header::RETRY_AFTER,
-                axum::http::HeaderValue::from_static("1"),
-            );
+        match self {
+            ApiError::Overloaded(_) => {
+                response.headers_mut().insert(
+                    axum::http::header::RETRY_AFTER,
+                    axum::http::HeaderValue::from_static("1"),
+                );
+            }
+            ApiError::Unauthorized(_) => {
+                response.headers_mut().insert(
+                    axum::http::header::WWW_AUTHENTICATE,
+                    axum::http::HeaderValue::from_static("Bearer"),
+                );
+            }
+            _ => {}
         }
         response
     }

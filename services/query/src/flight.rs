@@ -22,8 +22,10 @@ use arrow_flight::{
 use arrow_schema::SchemaRef;
 use futures::stream::{self, BoxStream};
 use futures::{StreamExt, TryStreamExt};
+use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::auth::{self, ApiKeys, Scope};
 use crate::collection::Collection;
 use crate::engine::Engine;
 use crate::error::ApiError;
@@ -38,11 +40,14 @@ type FlightStream<T> = Pin<Box<dyn futures::Stream<Item = Result<T, Status>> + S
 #[derive(Clone)]
 pub struct EddyFlight {
     engine: Arc<Engine>,
+    keys: Arc<ApiKeys>,
 }
 
-/// Builds the tonic server for the Flight service.
-pub fn make_server(engine: Arc<Engine>) -> FlightServiceServer<EddyFlight> {
-    FlightServiceServer::new(EddyFlight { engine })
+/// Builds the tonic server for the Flight service. With keys configured
+/// every call needs `authorization: Bearer KEY` (or `api-key: KEY`)
+/// metadata, or a token from `Handshake`.
+pub fn make_server(engine: Arc<Engine>, keys: Arc<ApiKeys>) -> FlightServiceServer<EddyFlight> {
+    FlightServiceServer::new(EddyFlight { engine, keys })
         .max_decoding_message_size(64 << 20)
         .max_encoding_message_size(64 << 20)
 }
@@ -82,7 +87,59 @@ fn flight_info(collection: &Collection) -> Result<FlightInfo, ApiError> {
         ))
 }
 
+/// The key a call's metadata presents.
+fn presented(metadata: &MetadataMap) -> Option<&str> {
+    auth::presented_key(|name| metadata.get(name).and_then(|v| v.to_str().ok()))
+}
+
 impl EddyFlight {
+    /// Lets a call through if its metadata carries a read key; counts a
+    /// refusal under `api="flight_auth"`.
+    fn authorize(&self, metadata: &MetadataMap) -> Result<(), Status> {
+        self.keys
+            .authorize(presented(metadata), Scope::Read)
+            .map_err(|e| {
+                self.observe("flight_auth", Instant::now(), e.kind());
+                Status::from(e)
+            })
+    }
+
+    /// The key a handshake presents: `Basic` credentials whose password is
+    /// the key (pyarrow's `authenticate_basic_token`), a bearer key, or the
+    /// key as the first request's payload.
+    async fn handshake_key(
+        &self,
+        request: Request<Streaming<HandshakeRequest>>,
+    ) -> Result<String, ApiError> {
+        let header = request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        if let Some(header) = header.filter(|h| h.starts_with("Basic ")) {
+            return self
+                .keys
+                .basic_password(&header)
+                .ok_or_else(|| ApiError::Unauthorized("unknown API key".into()));
+        }
+        let key = match presented(request.metadata()) {
+            Some(key) => key.to_owned(),
+            None => {
+                let first = request
+                    .into_inner()
+                    .message()
+                    .await
+                    .map_err(|s| ApiError::BadRequest(format!("handshake: {}", s.message())))?;
+                let payload = first.map(|m| m.payload).unwrap_or_default();
+                String::from_utf8(payload.to_vec())
+                    .map_err(|_| ApiError::Unauthorized("the handshake key is not UTF-8".into()))?
+            }
+        };
+        let shown = (!key.is_empty()).then_some(key.as_str());
+        self.keys.authorize(shown, Scope::Read)?;
+        Ok(key)
+    }
+
     fn observe(&self, api: &str, started: Instant, status: &str) {
         let m = &self.engine.metrics;
         m.requests.with_label_values(&[api, status]).inc();
@@ -120,19 +177,37 @@ impl FlightService for EddyFlight {
     type ListActionsStream = FlightStream<ActionType>;
     type DoExchangeStream = FlightStream<FlightData>;
 
+    /// Checks a key and answers with it as the bearer token (header and
+    /// payload) that later calls carry. Without configured keys any
+    /// handshake succeeds with an empty token.
     async fn handshake(
         &self,
-        _request: Request<Streaming<HandshakeRequest>>,
+        request: Request<Streaming<HandshakeRequest>>,
     ) -> Result<Response<Self::HandshakeStream>, Status> {
-        Err(Status::unimplemented(
-            "handshake: eddy needs no authentication handshake",
-        ))
+        let started = Instant::now();
+        if !self.keys.enabled() {
+            let answer = HandshakeResponse::default();
+            return Ok(Response::new(Box::pin(stream::iter([Ok(answer)]))));
+        }
+        let key = self.handshake_key(request).await;
+        let key = self.observed("flight_handshake", started, key)?;
+        let bearer = MetadataValue::try_from(format!("Bearer {key}"))
+            .map_err(|_| Status::unauthenticated("the key is not valid metadata"))?;
+        let answer = HandshakeResponse {
+            protocol_version: 0,
+            payload: key.into_bytes().into(),
+        };
+        let mut response: Response<Self::HandshakeStream> =
+            Response::new(Box::pin(stream::iter([Ok(answer)])));
+        response.metadata_mut().insert("authorization", bearer);
+        Ok(response)
     }
 
     async fn list_flights(
         &self,
-        _request: Request<Criteria>,
+        request: Request<Criteria>,
     ) -> Result<Response<Self::ListFlightsStream>, Status> {
+        self.authorize(request.metadata())?;
         let infos: Vec<Result<FlightInfo, Status>> = self
             .engine
             .collections()
@@ -146,6 +221,7 @@ impl FlightService for EddyFlight {
         &self,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
+        self.authorize(request.metadata())?;
         let started = Instant::now();
         let r = collection_path(request.get_ref())
             .and_then(|name| self.engine.collection(&name))
@@ -155,8 +231,9 @@ impl FlightService for EddyFlight {
 
     async fn poll_flight_info(
         &self,
-        _request: Request<FlightDescriptor>,
+        request: Request<FlightDescriptor>,
     ) -> Result<Response<PollInfo>, Status> {
+        self.authorize(request.metadata())?;
         Err(Status::unimplemented(
             "poll_flight_info: searches are answered directly by DoGet",
         ))
@@ -166,6 +243,7 @@ impl FlightService for EddyFlight {
         &self,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<SchemaResult>, Status> {
+        self.authorize(request.metadata())?;
         let name = collection_path(request.get_ref())?;
         let collection = self.engine.collection(&name)?;
         let schema = result_schema(collection.def(), &PayloadSelector::None);
@@ -179,6 +257,7 @@ impl FlightService for EddyFlight {
         &self,
         request: Request<Ticket>,
     ) -> Result<Response<Self::DoGetStream>, Status> {
+        self.authorize(request.metadata())?;
         let started = Instant::now();
         let r = async {
             let ticket = request::parse_ticket(&request.get_ref().ticket)?;
@@ -209,8 +288,9 @@ impl FlightService for EddyFlight {
 
     async fn do_put(
         &self,
-        _request: Request<Streaming<FlightData>>,
+        request: Request<Streaming<FlightData>>,
     ) -> Result<Response<Self::DoPutStream>, Status> {
+        self.authorize(request.metadata())?;
         Err(Status::unimplemented(
             "do_put: publish points to the collection's Kafka topic instead",
         ))
@@ -220,6 +300,7 @@ impl FlightService for EddyFlight {
         &self,
         request: Request<Streaming<FlightData>>,
     ) -> Result<Response<Self::DoExchangeStream>, Status> {
+        self.authorize(request.metadata())?;
         let started = Instant::now();
         let mut input = request.into_inner();
         let first = match input.message().await? {
@@ -270,6 +351,7 @@ impl FlightService for EddyFlight {
         &self,
         request: Request<Action>,
     ) -> Result<Response<Self::DoActionStream>, Status> {
+        self.authorize(request.metadata())?;
         Err(Status::unimplemented(format!(
             "do_action {:?}: manage collections over HTTP (PUT /v1/collections/NAME)",
             request.get_ref().r#type
@@ -278,8 +360,9 @@ impl FlightService for EddyFlight {
 
     async fn list_actions(
         &self,
-        _request: Request<Empty>,
+        request: Request<Empty>,
     ) -> Result<Response<Self::ListActionsStream>, Status> {
+        self.authorize(request.metadata())?;
         Ok(Response::new(Box::pin(stream::empty())))
     }
 }

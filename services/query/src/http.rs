@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, Method, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -16,9 +17,11 @@ use prometheus::Registry;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::auth::{self, ApiKeys, Scope};
 use crate::collection::Collection;
 use crate::engine::Engine;
 use crate::error::ApiError;
+use crate::policy::CollectionPolicy;
 use crate::prepared::{PreparedSearch, QueryBatch};
 use crate::request::{
     SearchRequest, SearchRequestJson, Vectors, MAX_BATCH_GROUPS, MAX_BATCH_QUERIES,
@@ -32,12 +35,18 @@ pub struct HttpState {
     pub engine: Arc<Engine>,
     /// The registry `/metrics` exports.
     pub registry: Registry,
+    /// Who may call what.
+    pub keys: Arc<ApiKeys>,
+    /// Which collections `PUT /v1/collections/{c}` may create.
+    pub policy: Arc<CollectionPolicy>,
 }
 
 /// Largest accepted request body (a batch of many vectors).
 const MAX_BODY_BYTES: usize = 64 << 20;
 
-/// The router.
+/// The router. Every route but `/healthz` and `/readyz` needs a key when
+/// keys are configured: a read key for reads (GET, and POST searches and
+/// counts), an admin key for writes (PUT, PATCH, DELETE).
 pub fn router(state: HttpState) -> Router {
     Router::new()
         .route("/v1/collections", get(list_collections))
@@ -53,7 +62,45 @@ pub fn router(state: HttpState) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authorize,
+        ))
         .with_state(state)
+}
+
+/// Lets a request through if its key covers it (see [`router`]); else
+/// answers 401 or 403 and counts it under `api="http_auth"`.
+async fn authorize(
+    State(state): State<HttpState>,
+    request: axum::extract::Request,
+    next: Next,
+) -> Response {
+    let need = match request.uri().path() {
+        "/healthz" | "/readyz" => return next.run(request).await,
+        _ if matches!(
+            *request.method(),
+            Method::PUT | Method::PATCH | Method::DELETE
+        ) =>
+        {
+            Scope::Admin
+        }
+        _ => Scope::Read,
+    };
+    let headers = request.headers();
+    let presented = auth::presented_key(|name| headers.get(name).and_then(|v| v.to_str().ok()));
+    match state.keys.authorize(presented, need) {
+        Ok(()) => next.run(request).await,
+        Err(e) => {
+            state
+                .engine
+                .metrics
+                .requests
+                .with_label_values(&["http_auth", e.kind()])
+                .inc();
+            e.into_response()
+        }
+    }
 }
 
 /// Body of `POST /search/batch`: one search request per entry.
@@ -319,6 +366,9 @@ async fn put_collection(
         }
         .validated()
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let existing = state.engine.collections();
+        let exists = existing.iter().any(|e| e.def().name == c);
+        state.policy.check(&def, existing.len(), exists)?;
         let engine = state.engine.clone();
         let created = tokio::task::spawn_blocking(move || engine.create_collection(def))
             .await

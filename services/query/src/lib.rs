@@ -13,9 +13,13 @@
 //! - [`cpu`]: the one way CPU work leaves the runtime;
 //! - [`tail`]: the Kafka tail consumer;
 //! - [`http`] and [`flight`]: the two APIs, sharing [`error::ApiError`];
-//!   `server` binds and runs them.
+//!   `server` binds and runs them;
+//! - [`auth`] (API keys and scopes), [`tls`] (both doors' TLS) and
+//!   [`policy`] (which collections the API may create): what makes the
+//!   service safe to expose.
 
 pub mod admission;
+pub mod auth;
 pub mod collection;
 pub mod config;
 pub mod cpu;
@@ -24,11 +28,13 @@ pub mod error;
 pub mod flight;
 pub mod http;
 pub mod metrics;
+pub mod policy;
 pub mod prepared;
 pub mod request;
 pub mod results;
 mod server;
 pub mod tail;
+pub mod tls;
 mod watcher;
 
 use std::net::SocketAddr;
@@ -50,6 +56,7 @@ pub struct Query {
     pub engine: Arc<Engine>,
     http_addr: SocketAddr,
     flight_addr: SocketAddr,
+    tls: bool,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -62,6 +69,11 @@ impl Query {
     /// Bound Flight address.
     pub fn flight_addr(&self) -> SocketAddr {
         self.flight_addr
+    }
+
+    /// Whether both doors speak TLS.
+    pub fn tls(&self) -> bool {
+        self.tls
     }
 
     /// Stops serving.
@@ -82,6 +94,17 @@ impl Drop for Query {
 /// Starts the service: opens the store, declares configured collections,
 /// starts watchers and tails, and binds HTTP and Flight.
 pub async fn start(config: QueryConfig) -> Result<Query, Error> {
+    let keys = Arc::new(config.api_keys()?);
+    keys.check_exposure(
+        &[config.http_addr, config.flight_addr],
+        config.insecure_no_auth,
+    )?;
+    let tls = match (&config.tls_cert, &config.tls_key) {
+        (Some(cert), Some(key)) => {
+            Some(tls::TlsIdentity::load(cert, key).map_err(|e| Error::Tls(e.to_string()))?)
+        }
+        _ => None,
+    };
     let registry = Registry::new();
     let metrics = QueryMetrics::new(&registry)?;
     let store = Store::open(&config.common.store)?;
@@ -93,16 +116,23 @@ pub async fn start(config: QueryConfig) -> Result<Query, Error> {
     engine.refresh();
     let (http_listener, http_addr) = server::bind("HTTP", config.http_addr).await?;
     let (flight_listener, flight_addr) = server::bind("Flight", config.flight_addr).await?;
+    let http_state = http::HttpState {
+        engine: engine.clone(),
+        registry,
+        keys: keys.clone(),
+        policy: Arc::new(config.collection_policy()),
+    };
     let tasks = vec![
-        server::serve_http(http_listener, engine.clone(), registry),
-        server::serve_flight(flight_listener, engine.clone()),
+        server::serve_http(http_listener, http_state, tls.as_ref()),
+        server::serve_flight(flight_listener, engine.clone(), keys.clone(), tls.as_ref())?,
         server::refresh_collections(engine.clone(), config.collection_poll()),
     ];
-    info!(%http_addr, %flight_addr, kernels = eddy_kernels::backend_name(), "eddy-query started");
+    info!(%http_addr, %flight_addr, tls = tls.is_some(), api_keys = keys.enabled(), kernels = eddy_kernels::backend_name(), "eddy-query started");
     Ok(Query {
         engine,
         http_addr,
         flight_addr,
+        tls: tls.is_some(),
         tasks,
     })
 }

@@ -11,8 +11,13 @@ fn main() -> anyhow::Result<()> {
     let runtime = eddy_config::runtime(2)?;
     runtime.block_on(async move {
         let query = eddy_query::start(config).await?;
+        let (http, grpc) = if query.tls() {
+            ("https", "grpc+tls")
+        } else {
+            ("http", "grpc")
+        };
         println!(
-            "eddy-query serving HTTP on http://{} and Arrow Flight on grpc://{}",
+            "eddy-query serving HTTP on {http}://{} and Arrow Flight on {grpc}://{}",
             query.http_addr(),
             query.flight_addr()
         );

@@ -5,12 +5,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use prometheus::Registry;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
+use crate::auth::ApiKeys;
 use crate::engine::Engine;
 use crate::error::Error;
+use crate::tls::TlsIdentity;
 use crate::{flight, http};
 
 /// Binds `addr` for `endpoint`; returns the listener and its bound address.
@@ -33,41 +34,65 @@ pub(crate) async fn bind(
     Ok((listener, bound))
 }
 
-/// Serves the HTTP API (and `/metrics` from `registry`) on `listener`.
+/// Serves the HTTP API (`state.registry` on `/metrics`) on `listener`,
+/// over TLS when `tls` is given.
 pub(crate) fn serve_http(
     listener: TcpListener,
-    engine: Arc<Engine>,
-    registry: Registry,
+    state: http::HttpState,
+    tls: Option<&TlsIdentity>,
 ) -> JoinHandle<()> {
-    let app = http::router(http::HttpState { engine, registry });
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "TCP_NODELAY");
+    let app = http::router(state);
+    match tls {
+        Some(tls) => {
+            let listener = tls.http_listener(listener);
+            tokio::spawn(async move {
+                if let Err(e) = axum::serve(listener, app).await {
+                    tracing::error!(error = %e, "HTTPS server stopped");
+                }
+            })
         }
-    });
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::error!(error = %e, "HTTP server stopped");
+        None => {
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                if let Err(e) = tcp.set_nodelay(true) {
+                    tracing::debug!(error = %e, "TCP_NODELAY");
+                }
+            });
+            tokio::spawn(async move {
+                if let Err(e) = axum::serve(listener, app).await {
+                    tracing::error!(error = %e, "HTTP server stopped");
+                }
+            })
         }
-    })
+    }
 }
 
-/// Serves Arrow Flight on `listener`.
-pub(crate) fn serve_flight(listener: TcpListener, engine: Arc<Engine>) -> JoinHandle<()> {
-    let flight = flight::make_server(engine);
-    tokio::spawn(async move {
+/// Serves Arrow Flight on `listener`, over TLS when `tls` is given.
+pub(crate) fn serve_flight(
+    listener: TcpListener,
+    engine: Arc<Engine>,
+    keys: Arc<ApiKeys>,
+    tls: Option<&TlsIdentity>,
+) -> Result<JoinHandle<()>, Error> {
+    let flight = flight::make_server(engine, keys);
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        builder = builder
+            .tls_config(tls.flight())
+            .map_err(|e| Error::Tls(e.to_string()))?;
+    }
+    Ok(tokio::spawn(async move {
         // No Nagle: small result messages would otherwise wait for the
         // client's delayed ACK (~40 ms per DoGet).
         let incoming =
             tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-        if let Err(e) = tonic::transport::Server::builder()
+        if let Err(e) = builder
             .add_service(flight)
             .serve_with_incoming(incoming)
             .await
         {
             tracing::error!(error = %e, "Flight server stopped");
         }
-    })
+    }))
 }
 
 /// Looks for new collections in the store every `poll`.

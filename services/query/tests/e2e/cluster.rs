@@ -1,6 +1,7 @@
 //! A small cluster for tests: Tansu, one topic, eddy-ingest and eddy-query.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Parser as _;
@@ -12,6 +13,66 @@ use serde_json::{json, Value};
 /// Dimension of the test vectors.
 pub const DIM: usize = 8;
 
+/// A self-signed certificate for `localhost` and API keys of both scopes:
+/// what a secured cluster runs with.
+pub struct Secured {
+    /// Holds the PEM files.
+    _dir: tempfile::TempDir,
+    /// The certificate (PEM file), also the clients' trust root.
+    pub cert: PathBuf,
+    /// The private key (PEM file).
+    pub key: PathBuf,
+    /// The certificate as PEM text.
+    pub cert_pem: String,
+    /// A read-scope key.
+    pub read_key: String,
+    /// An admin-scope key.
+    pub admin_key: String,
+}
+
+impl Secured {
+    /// Generates a certificate for `localhost` and two keys.
+    pub fn generate() -> Self {
+        let dir = tempfile::tempdir().expect("tmp");
+        let pair = rcgen::generate_simple_self_signed(vec!["localhost".into()]).expect("cert");
+        let cert = dir.path().join("cert.pem");
+        let key = dir.path().join("key.pem");
+        let cert_pem = pair.cert.pem();
+        std::fs::write(&cert, &cert_pem).expect("write cert");
+        std::fs::write(&key, pair.key_pair.serialize_pem()).expect("write key");
+        Self {
+            _dir: dir,
+            cert,
+            key,
+            cert_pem,
+            read_key: "read-0123456789abcdef".into(),
+            admin_key: "admin-0123456789abcdef".into(),
+        }
+    }
+
+    /// An HTTP client that trusts the certificate and sends no key.
+    pub fn client(&self) -> reqwest::Client {
+        let root = reqwest::Certificate::from_pem(self.cert_pem.as_bytes()).expect("root");
+        reqwest::Client::builder()
+            .add_root_certificate(root)
+            .build()
+            .expect("client")
+    }
+
+    /// Like [`Secured::client`], sending `key` on every request.
+    fn client_with_key(&self, key: &str) -> reqwest::Client {
+        let root = reqwest::Certificate::from_pem(self.cert_pem.as_bytes()).expect("root");
+        let mut headers = reqwest::header::HeaderMap::new();
+        let value = format!("Bearer {key}").parse().expect("header");
+        headers.insert(reqwest::header::AUTHORIZATION, value);
+        reqwest::Client::builder()
+            .add_root_certificate(root)
+            .default_headers(headers)
+            .build()
+            .expect("client")
+    }
+}
+
 /// A running test cluster.
 pub struct Cluster {
     /// Kept alive for the cluster's lifetime (stopped on drop).
@@ -20,7 +81,10 @@ pub struct Cluster {
     pub ingest: Option<eddy_ingest::Ingest>,
     pub query: Option<eddy_query::Query>,
     pub producer: FutureProducer,
+    /// Sends the admin key when the cluster is secured.
     pub http: reqwest::Client,
+    /// TLS and keys, when the query service runs with them.
+    pub secured: Option<Secured>,
     /// Removed on drop.
     _store: tempfile::TempDir,
 }
@@ -51,6 +115,17 @@ pub fn l2(a: &[f32], b: &[f32]) -> f32 {
 impl Cluster {
     /// Starts Tansu, creates `collection`'s topic and starts both services.
     pub async fn start(collection: &str, partitions: u32) -> Cluster {
+        Self::start_with(collection, partitions, None, &[]).await
+    }
+
+    /// Like [`Cluster::start`]; with `secured`, eddy-query serves TLS and
+    /// wants keys, and `query_args` are added to its flags.
+    pub async fn start_with(
+        collection: &str,
+        partitions: u32,
+        secured: Option<Secured>,
+        query_args: &[&str],
+    ) -> Cluster {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
                 tracing_subscriber::EnvFilter::try_from_default_env()
@@ -97,7 +172,7 @@ impl Cluster {
         ]))
         .await
         .expect("ingest starts");
-        let query = eddy_query::start(eddy_query::QueryConfig::parse_from([
+        let mut args: Vec<String> = [
             "eddy-query",
             "--store",
             store.path().to_str().expect("utf-8 path"),
@@ -111,9 +186,26 @@ impl Cluster {
             "50",
             "--collection-poll-ms",
             "100",
-        ]))
-        .await
-        .expect("query starts");
+        ]
+        .iter()
+        .chain(query_args)
+        .map(|a| (*a).to_owned())
+        .collect();
+        if let Some(s) = &secured {
+            args.extend([
+                "--tls-cert".to_owned(),
+                s.cert.display().to_string(),
+                "--tls-key".to_owned(),
+                s.key.display().to_string(),
+                "--read-api-keys".to_owned(),
+                s.read_key.clone(),
+                "--admin-api-keys".to_owned(),
+                s.admin_key.clone(),
+            ]);
+        }
+        let query = eddy_query::start(eddy_query::QueryConfig::parse_from(args))
+            .await
+            .expect("query starts");
         let producer: FutureProducer = ClientConfig::new()
             .set("bootstrap.servers", &brokers)
             .set("linger.ms", "5")
@@ -126,7 +218,10 @@ impl Cluster {
             ingest: Some(ingest),
             query: Some(query),
             producer,
-            http: reqwest::Client::new(),
+            http: secured
+                .as_ref()
+                .map_or_else(reqwest::Client::new, |s| s.client_with_key(&s.admin_key)),
+            secured,
             _store: store,
         };
         cluster.wait_ready().await;
@@ -141,13 +236,19 @@ impl Cluster {
     /// Base URL of the HTTP API.
     pub fn url(&self, path: &str) -> String {
         let q = self.query.as_ref().expect("query running");
-        format!("http://{}{path}", q.http_addr())
+        match &self.secured {
+            Some(_) => format!("https://localhost:{}{path}", q.http_addr().port()),
+            None => format!("http://{}{path}", q.http_addr()),
+        }
     }
 
     /// Flight endpoint.
     pub fn flight_url(&self) -> String {
         let q = self.query.as_ref().expect("query running");
-        format!("http://{}", q.flight_addr())
+        match &self.secured {
+            Some(_) => format!("https://localhost:{}", q.flight_addr().port()),
+            None => format!("http://{}", q.flight_addr()),
+        }
     }
 
     async fn wait_ready(&self) {

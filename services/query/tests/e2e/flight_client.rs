@@ -13,13 +13,31 @@ use serde_json::json;
 
 use crate::cluster::{exact_top_k, vector, Cluster, DIM};
 
+/// A Flight client of the cluster; on a secured one it speaks TLS and
+/// sends the read key.
 async fn client(cluster: &Cluster) -> FlightClient {
-    let channel = tonic::transport::Channel::from_shared(cluster.flight_url())
-        .expect("valid url")
-        .connect()
-        .await
-        .expect("flight connects");
-    FlightClient::new(channel)
+    let key = cluster.secured.as_ref().map(|s| s.read_key.clone());
+    client_with_key(cluster, key.as_deref()).await
+}
+
+/// A Flight client of the cluster sending `key` (none: no key).
+pub async fn client_with_key(cluster: &Cluster, key: Option<&str>) -> FlightClient {
+    let mut endpoint =
+        tonic::transport::Channel::from_shared(cluster.flight_url()).expect("valid url");
+    if let Some(secured) = &cluster.secured {
+        let tls = tonic::transport::ClientTlsConfig::new()
+            .ca_certificate(tonic::transport::Certificate::from_pem(&secured.cert_pem))
+            .domain_name("localhost");
+        endpoint = endpoint.tls_config(tls).expect("tls config");
+    }
+    let channel = endpoint.connect().await.expect("flight connects");
+    let mut client = FlightClient::new(channel);
+    if let Some(key) = key {
+        client
+            .add_header("authorization", &format!("Bearer {key}"))
+            .expect("header");
+    }
+    client
 }
 
 /// (query_index, rank, id, score) rows of result batches.

@@ -7,17 +7,19 @@
 //! `dashboards` needs no broker: it checks that the shipped dashboards and
 //! alert rules name only metrics the services register. `tail_stale` runs
 //! its own broker: the tail reports a partition beyond its log as stale.
+//! `secured_cluster` runs its own cluster with TLS and API keys.
 
 mod cluster;
 mod dashboards;
 mod flight_client;
 mod http_api;
 mod pyarrow_client;
+mod security;
 mod tail_stale;
 
 use std::collections::BTreeMap;
 
-use cluster::{vector, Cluster};
+use cluster::{vector, Cluster, Secured};
 use serde_json::json;
 
 /// Points produced in the first phase.
@@ -68,5 +70,42 @@ async fn kafka_to_http_and_flight() {
     eprintln!("step: bad_flight_requests_are_invalid_argument");
     flight_client::bad_flight_requests_are_invalid_argument(&cluster, COLLECTION).await;
 
+    cluster.stop().await;
+}
+
+/// The same searches through TLS and keys: HTTP (reqwest), Flight (Rust
+/// client with a read key, pyarrow with a basic-token handshake), and what
+/// a missing, unknown or too weak key gets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secured_cluster() {
+    const SECURED: &str = "secure";
+    let cluster = Cluster::start_with(
+        SECURED,
+        2,
+        Some(Secured::generate()),
+        &["--topic-allow", "secure*,jobs-*", "--max-collections", "3"],
+    )
+    .await;
+    let mut points: BTreeMap<u64, Vec<f32>> = BTreeMap::new();
+    for id in 0..120 {
+        let v = vector(id);
+        cluster
+            .upsert(id, &v, json!({"kind": format!("k{}", id % 3), "i": id}))
+            .await;
+        points.insert(id, v);
+    }
+    cluster.wait_count(SECURED, 120).await;
+    eprintln!("step: http_needs_a_key");
+    security::http_needs_a_key(&cluster, SECURED).await;
+    eprintln!("step: search_matches_exact_top_k over TLS");
+    http_api::search_matches_exact_top_k(&cluster, SECURED, &points).await;
+    eprintln!("step: flight_needs_a_key");
+    security::flight_needs_a_key(&cluster, SECURED).await;
+    eprintln!("step: do_get_and_exchange_match_exact over TLS with a read key");
+    flight_client::do_get_and_exchange_match_exact(&cluster, SECURED, &points).await;
+    eprintln!("step: pyarrow over TLS with a basic-token handshake");
+    pyarrow_client::pyarrow_matches_numpy(&cluster, SECURED, &points).await;
+    eprintln!("step: creating_collections_is_admin_only_and_bounded");
+    security::creating_collections_is_admin_only_and_bounded(&cluster).await;
     cluster.stop().await;
 }

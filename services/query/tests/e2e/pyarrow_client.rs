@@ -22,9 +22,21 @@ pub async fn pyarrow_matches_numpy(
         .expect("write points");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pyarrow_flight_client.py");
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    let location = cluster.flight_url().replace("http://", "grpc://");
-    let output = tokio::process::Command::new(&python)
-        .arg(&script)
+    let location = cluster
+        .flight_url()
+        .replace("https://", "grpc+tls://")
+        .replace("http://", "grpc://");
+    let mut command = tokio::process::Command::new(&python);
+    if let Some(secured) = &cluster.secured {
+        command
+            .arg(&script)
+            .arg("--tls-root")
+            .arg(&secured.cert)
+            .args(["--key", &secured.read_key]);
+    } else {
+        command.arg(&script);
+    }
+    let output = command
         .args([
             "--location",
             &location,

@@ -1,0 +1,239 @@
+//! A secured eddy-query: TLS on both doors, read and admin keys, the topic
+//! allow-list and the collection cap, checked with real clients (reqwest
+//! over TLS, the Rust Flight client over TLS, pyarrow in `pyarrow_client`).
+
+use clap::Parser as _;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::cluster::Cluster;
+use crate::flight_client::client_with_key;
+
+fn secured(cluster: &Cluster) -> &crate::cluster::Secured {
+    cluster.secured.as_ref().expect("a secured cluster")
+}
+
+/// HTTP: no key is 401 (with `WWW-Authenticate`), a read key reads, health
+/// and readiness need no key, and plain HTTP gets no answer from the TLS
+/// port.
+pub async fn http_needs_a_key(cluster: &Cluster, collection: &str) {
+    let s = secured(cluster);
+    let anonymous = s.client();
+    let search = json!({"vector": vec![0.0f32; crate::cluster::DIM], "k": 3});
+    let search_url = cluster.url(&format!("/v1/collections/{collection}/search"));
+    let r = anonymous
+        .post(&search_url)
+        .json(&search)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        r.headers()
+            .get("www-authenticate")
+            .and_then(|v| v.to_str().ok()),
+        Some("Bearer")
+    );
+    let body: Value = r.json().await.expect("json error");
+    assert_eq!(body["error"]["code"], "unauthorized", "{body}");
+
+    for path in ["/v1/collections", "/metrics"] {
+        let r = anonymous
+            .get(cluster.url(path))
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{path}");
+    }
+    let wrong = anonymous
+        .get(cluster.url("/v1/collections"))
+        .bearer_auth("not-a-key-of-this-service")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    for path in ["/healthz", "/readyz"] {
+        let r = anonymous
+            .get(cluster.url(path))
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(r.status(), StatusCode::OK, "{path} needs no key");
+    }
+
+    // Both header forms carry a read key.
+    let r = anonymous
+        .post(&search_url)
+        .bearer_auth(&s.read_key)
+        .json(&search)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status(), StatusCode::OK);
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(body["result"].as_array().map(Vec::len), Some(3), "{body}");
+    let r = anonymous
+        .get(cluster.url("/metrics"))
+        .header("api-key", &s.read_key)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status(), StatusCode::OK);
+    let metrics = r.text().await.expect("text");
+    assert!(
+        metrics.contains("api=\"http_auth\",status=\"unauthorized\""),
+        "refusals are counted"
+    );
+
+    // The TLS port does not answer plain HTTP.
+    let plain = cluster.url("/healthz").replace("https://", "http://");
+    assert!(reqwest::get(&plain).await.is_err(), "plain HTTP on {plain}");
+}
+
+/// Creating collections: admin only (a read key gets 403), never on an
+/// internal topic, only on allowed topics, and no more than the cap.
+/// The cluster runs with `--topic-allow secure*,jobs-*` and
+/// `--max-collections 3` and holds one collection.
+pub async fn creating_collections_is_admin_only_and_bounded(cluster: &Cluster) {
+    let s = secured(cluster);
+    let client = s.client();
+    let put = |name: &str, topic: &str, key: &str| {
+        client
+            .put(cluster.url(&format!("/v1/collections/{name}")))
+            .bearer_auth(key)
+            .json(&json!({"topic": topic, "dimension": 4}))
+            .send()
+    };
+    let status = |r: reqwest::Result<reqwest::Response>| r.expect("request").status();
+    assert_eq!(
+        status(put("jobs-a", "jobs-a", &s.read_key).await),
+        StatusCode::FORBIDDEN,
+        "a read key cannot create"
+    );
+    assert_eq!(
+        status(put("offsets", "__consumer_offsets", &s.admin_key).await),
+        StatusCode::BAD_REQUEST,
+        "an internal topic"
+    );
+    assert_eq!(
+        status(put("payroll", "payroll", &s.admin_key).await),
+        StatusCode::FORBIDDEN,
+        "a topic outside the allow-list"
+    );
+    assert_eq!(
+        status(put("jobs-a", "jobs-a", &s.admin_key).await),
+        StatusCode::CREATED
+    );
+    // Declaring it again is not a new collection.
+    assert_eq!(
+        status(put("jobs-a", "jobs-a", &s.admin_key).await),
+        StatusCode::OK
+    );
+    assert_eq!(
+        status(put("jobs-b", "jobs-b", &s.admin_key).await),
+        StatusCode::CREATED
+    );
+    let over = put("jobs-c", "jobs-c", &s.admin_key)
+        .await
+        .expect("request");
+    assert_eq!(over.status(), StatusCode::CONFLICT, "over the cap of 3");
+    let body: Value = over.json().await.expect("json");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("at most 3")),
+        "{body}"
+    );
+}
+
+/// Flight over TLS: a call without a key or with an unknown one is
+/// UNAUTHENTICATED; a basic-token handshake answers a bearer token that
+/// then works.
+pub async fn flight_needs_a_key(cluster: &Cluster, collection: &str) {
+    let s = secured(cluster);
+    let descriptor =
+        arrow_flight::FlightDescriptor::new_path(vec!["collections".into(), collection.to_owned()]);
+    let mut anonymous = client_with_key(cluster, None).await;
+    let err = anonymous
+        .get_flight_info(descriptor.clone())
+        .await
+        .expect_err("no key");
+    assert!(
+        matches!(&err, arrow_flight::error::FlightError::Tonic(s) if s.code() == tonic::Code::Unauthenticated),
+        "{err:?}"
+    );
+    let mut wrong = client_with_key(cluster, Some("not-a-key-of-this-service")).await;
+    assert!(wrong.get_flight_info(descriptor.clone()).await.is_err());
+
+    // The handshake: the key as the payload; the token comes back.
+    let mut fresh = client_with_key(cluster, None).await;
+    let token = fresh
+        .handshake(bytes::Bytes::from(s.read_key.clone()))
+        .await
+        .expect("handshake with a key");
+    assert_eq!(token, bytes::Bytes::from(s.read_key.clone()));
+    fresh
+        .add_header("authorization", &format!("Bearer {}", s.read_key))
+        .expect("header");
+    let info = fresh
+        .get_flight_info(descriptor)
+        .await
+        .expect("flight info with the token");
+    assert!(info.total_records > 0);
+    let mut refused = client_with_key(cluster, None).await;
+    assert!(refused
+        .handshake(bytes::Bytes::from_static(b"not-a-key-of-this-service"))
+        .await
+        .is_err());
+}
+
+/// An open service (no keys) refuses to listen where other hosts reach it,
+/// unless told `--insecure-no-auth`; a TLS key without its certificate, or
+/// one that does not match, stops the start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_or_misconfigured_service_does_not_start() {
+    let store = tempfile::tempdir().expect("tmp");
+    let store_path = store.path().to_str().expect("utf-8").to_owned();
+    let config = |extra: &[&str]| {
+        let mut args = vec![
+            "eddy-query",
+            "--store",
+            &store_path,
+            "--http-addr",
+            "0.0.0.0:0",
+            "--flight-addr",
+            "127.0.0.1:0",
+        ];
+        args.extend_from_slice(extra);
+        eddy_query::QueryConfig::parse_from(args)
+    };
+    let err = eddy_query::start(config(&[]))
+        .await
+        .err()
+        .expect("no keys on 0.0.0.0");
+    assert!(err.to_string().contains("no API keys"), "{err}");
+    let open = eddy_query::start(config(&["--insecure-no-auth"]))
+        .await
+        .expect("starts when told");
+    open.shutdown().await;
+    let keyed = eddy_query::start(config(&["--read-api-keys", "read-0123456789abcdef"]))
+        .await
+        .expect("starts with a key");
+    keyed.shutdown().await;
+
+    let secured = crate::cluster::Secured::generate();
+    let other = crate::cluster::Secured::generate();
+    let cert = secured.cert.display().to_string();
+    let wrong_key = other.key.display().to_string();
+    let err = eddy_query::start(config(&[
+        "--insecure-no-auth",
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &wrong_key,
+    ]))
+    .await
+    .err()
+    .expect("a key that does not match the certificate");
+    assert!(err.to_string().contains("TLS"), "{err}");
+}
