@@ -3,6 +3,8 @@
 //! a request that would exceed it is refused with [`ApiError::Overloaded`]
 //! (HTTP 429 with `Retry-After`, gRPC RESOURCE_EXHAUSTED) instead of growing
 //! the queue, and so the latency of everything behind it, without bound.
+//! [`RequestSlots`] bounds whole requests the same way (HTTP requests,
+//! Flight calls, open DoExchange streams), whatever their size.
 
 use std::sync::Arc;
 
@@ -69,6 +71,37 @@ impl Drop for Admitted {
     }
 }
 
+/// At most `--max-concurrent-requests` requests at once: HTTP requests
+/// (health and metrics excepted), Flight calls, and DoExchange streams for
+/// as long as they are open. One more is refused at once with
+/// [`ApiError::Overloaded`].
+#[derive(Debug, Clone)]
+pub struct RequestSlots {
+    permits: Arc<Semaphore>,
+    limit: usize,
+}
+
+impl RequestSlots {
+    /// Slots for `limit` requests (at least one).
+    pub fn new(limit: usize) -> Self {
+        let limit = limit.clamp(1, Semaphore::MAX_PERMITS);
+        Self {
+            permits: Arc::new(Semaphore::new(limit)),
+            limit,
+        }
+    }
+
+    /// Takes a slot, held until the returned permit drops.
+    pub fn take(&self) -> Result<OwnedSemaphorePermit, ApiError> {
+        self.permits.clone().try_acquire_owned().map_err(|_| {
+            ApiError::Overloaded(format!(
+                "{} requests are in progress, the limit (--max-concurrent-requests); retry later",
+                self.limit
+            ))
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,5 +132,16 @@ mod tests {
         assert!(gate.admit(1).is_err());
         drop(big);
         assert!(gate.admit(1).is_ok());
+    }
+
+    #[test]
+    fn a_request_past_the_limit_is_refused_until_one_ends() {
+        let slots = RequestSlots::new(2);
+        let a = slots.take().expect("first");
+        let _b = slots.take().expect("second");
+        let refused = slots.take().expect_err("third");
+        assert_eq!(refused.status().as_u16(), 429);
+        drop(a);
+        assert!(slots.take().is_ok());
     }
 }

@@ -41,10 +41,16 @@ pub struct QueryConfig {
     #[arg(long, env = "EDDY_SEARCH_THREADS", default_value_t = 0)]
     pub search_threads: usize,
 
-    /// Tail rows above which `/readyz` reports not ready: ingest is not
-    /// sealing, so the tail (searched exactly) would grow without bound.
+    /// Rows the tail holds at most. At the bound (ingest is not sealing)
+    /// it stops reading: answers report the collection stale and
+    /// `/readyz` not ready, until sealing makes room.
     #[arg(long, env = "EDDY_MAX_TAIL_ROWS", default_value_t = 1_000_000)]
     pub max_tail_rows: usize,
+
+    /// Approximate bytes the tail holds at most (same effect as
+    /// `--max-tail-rows`).
+    #[arg(long, env = "EDDY_MAX_TAIL_BYTES", default_value_t = 2 << 30)]
+    pub max_tail_bytes: usize,
 
     /// Longest a request waits for its `min_offsets` (ms).
     #[arg(long, env = "EDDY_MAX_WAIT_MS", default_value_t = 5_000)]
@@ -61,6 +67,21 @@ pub struct QueryConfig {
     /// pool); more are refused with HTTP 429 / gRPC RESOURCE_EXHAUSTED.
     #[arg(long, env = "EDDY_MAX_QUEUED_QUERIES", default_value_t = 10_000)]
     pub max_queued_queries: usize,
+
+    /// Longest a search may take (ms) before it is answered with HTTP 504 /
+    /// gRPC DEADLINE_EXCEEDED.
+    #[arg(long, env = "EDDY_REQUEST_TIMEOUT_MS", default_value_t = 30_000)]
+    pub request_timeout_ms: u64,
+
+    /// Requests served at once (HTTP requests, Flight calls, open
+    /// DoExchange streams); one more gets HTTP 429 / RESOURCE_EXHAUSTED.
+    #[arg(long, env = "EDDY_MAX_CONCURRENT_REQUESTS", default_value_t = 512)]
+    pub max_concurrent_requests: usize,
+
+    /// Longest a DoExchange may wait for its client's next batch (ms); then
+    /// it ends with DEADLINE_EXCEEDED and frees its slot.
+    #[arg(long, env = "EDDY_EXCHANGE_IDLE_MS", default_value_t = 60_000)]
+    pub exchange_idle_ms: u64,
 
     /// API keys that may read (search, points, count, listings, metrics),
     /// comma-separated. With no key configured at all the service is open,
@@ -161,9 +182,13 @@ impl QueryConfig {
             search_threads: self.search_threads(),
             manifest_poll: Duration::from_millis(self.manifest_poll_ms.max(10)),
             max_wait: Duration::from_millis(self.max_wait_ms),
-            max_tail_rows: self.max_tail_rows,
+            max_tail_rows: self.max_tail_rows.max(1),
+            max_tail_bytes: self.max_tail_bytes.max(1),
             residency: self.segment_residency,
             max_queued_queries: self.max_queued_queries,
+            request_timeout: Duration::from_millis(self.request_timeout_ms.max(1)),
+            max_concurrent_requests: self.max_concurrent_requests,
+            exchange_idle: Duration::from_millis(self.exchange_idle_ms.max(1)),
         })
     }
 }

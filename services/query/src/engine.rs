@@ -12,14 +12,15 @@ use eddy_segment::Residency;
 use parking_lot::RwLock;
 use tracing::{error, info};
 
-use crate::admission::Admission;
+use crate::admission::{Admission, RequestSlots};
 use crate::collection::Collection;
 use crate::cpu::{guarded, SearchPool};
 use crate::error::ApiError;
 use crate::metrics::QueryMetrics;
 use crate::prepared::{PreparedSearch, QueryBatch};
+use crate::request::check_answer_size;
 use crate::results::BatchResult;
-use crate::tail::run_tail;
+use crate::tail::{run_tail, TailLimits};
 use crate::watcher::watch_manifests;
 
 /// Requests of at most this many queries (and not exact) run on the task
@@ -37,12 +38,21 @@ pub struct EngineOptions {
     pub manifest_poll: Duration,
     /// Longest a request waits for its `min_offsets`.
     pub max_wait: Duration,
-    /// Tail rows above which the engine reports not ready.
+    /// Rows the tail holds at most; at the bound it stops reading and the
+    /// engine reports not ready.
     pub max_tail_rows: usize,
+    /// Approximate bytes the tail holds at most (same effect).
+    pub max_tail_bytes: usize,
     /// Where segment and index files are held while served.
     pub residency: Residency,
     /// Query vectors admitted at once ([`Admission`]).
     pub max_queued_queries: usize,
+    /// Longest a search may take.
+    pub request_timeout: Duration,
+    /// Requests served at once ([`RequestSlots`]).
+    pub max_concurrent_requests: usize,
+    /// Longest a DoExchange waits for its client's next batch.
+    pub exchange_idle: Duration,
 }
 
 /// Shared state of the query service.
@@ -53,6 +63,8 @@ pub struct Engine {
     /// Metric handles.
     pub metrics: QueryMetrics,
     admission: Admission,
+    /// Requests served at once, over both doors.
+    pub requests: RequestSlots,
     opts: EngineOptions,
 }
 
@@ -74,6 +86,7 @@ impl Engine {
             pool,
             metrics,
             admission,
+            requests: RequestSlots::new(opts.max_concurrent_requests),
             opts,
         }))
     }
@@ -105,24 +118,33 @@ impl Engine {
     }
 
     /// Collections that do not serve well, with the reason: still loading,
-    /// or a tail past `--max-tail-rows` (ingest is not sealing).
+    /// or a tail at its bound (ingest is not sealing).
     pub fn not_ready(&self) -> Vec<(String, String)> {
         self.collections()
             .iter()
             .filter_map(|c| {
-                let tail = c.tail_rows();
                 let reason = if !c.is_ready() {
                     "loading: first snapshot or tail assignment pending".to_owned()
-                } else if tail > self.opts.max_tail_rows {
+                } else if c.is_tail_full() {
+                    let (rows, bytes) = c.tail_size();
                     format!(
-                        "tail holds {tail} rows, over the limit of {}: is eddy-ingest sealing?",
-                        self.opts.max_tail_rows
+                        "the tail holds {rows} rows / {bytes} bytes, at its bound (--max-tail-rows {}, --max-tail-bytes {}) and reads no further: is eddy-ingest sealing?",
+                        self.opts.max_tail_rows, self.opts.max_tail_bytes
                     )
                 } else {
                     return None;
                 };
                 Some((c.name().to_owned(), reason))
             })
+            .collect()
+    }
+
+    /// Collections that serve only part of their data, with the reason
+    /// (quarantined segments).
+    pub fn degraded(&self) -> Vec<(String, String)> {
+        self.collections()
+            .iter()
+            .filter_map(|c| c.degraded().map(|why| (c.name().to_owned(), why)))
             .collect()
     }
 
@@ -156,9 +178,13 @@ impl Engine {
                 self.opts.kafka.clone(),
                 self.metrics.clone(),
             );
+            let limits = TailLimits {
+                rows: self.opts.max_tail_rows,
+                bytes: self.opts.max_tail_bytes,
+            };
             let spawned = std::thread::Builder::new()
                 .name(format!("eddy-tail-{}", def.name))
-                .spawn(move || run_tail(tail_collection, &kafka, metrics));
+                .spawn(move || run_tail(tail_collection, &kafka, metrics, limits));
             if let Err(e) = spawned {
                 error!(collection = %def.name, error = %e, "starting the tail thread");
             }
@@ -173,12 +199,27 @@ impl Engine {
         }
     }
 
-    /// Runs a prepared search over `queries` on `collection`: waits for its
-    /// `min_offsets` (up to `--max-wait-ms`), admits the query vectors, then
-    /// searches. A single graph query runs where it arrived (a hand-off to
-    /// the pool costs more than its walk); batches and exact scans are split
-    /// across the search pool.
+    /// Runs a prepared search over `queries` on `collection`: checks the
+    /// answer's size, waits for its `min_offsets` (up to `--max-wait-ms`),
+    /// admits the query vectors, then searches, all within
+    /// `--request-timeout-ms`. A single graph query runs where it arrived
+    /// (a hand-off to the pool costs more than its walk); batches and exact
+    /// scans are split across the search pool.
     pub async fn search(
+        &self,
+        collection: &Arc<Collection>,
+        search: &Arc<PreparedSearch>,
+        queries: QueryBatch,
+    ) -> Result<BatchResult, ApiError> {
+        check_answer_size(queries.len(), search.params.k)?;
+        within(
+            self.opts.request_timeout,
+            self.search_now(collection, search, queries),
+        )
+        .await
+    }
+
+    async fn search_now(
         &self,
         collection: &Arc<Collection>,
         search: &Arc<PreparedSearch>,
@@ -251,5 +292,36 @@ impl Engine {
             .with_label_values(&[collection.name()])
             .observe(started.elapsed().as_secs_f64());
         Ok(())
+    }
+}
+
+/// Runs `work`, answering [`ApiError::Timeout`] if it takes longer than
+/// `limit`. Work already on a search thread finishes there (bounded by the
+/// request caps); work still queued is skipped ([`crate::cpu`]).
+pub async fn within<T>(
+    limit: Duration,
+    work: impl std::future::Future<Output = Result<T, ApiError>>,
+) -> Result<T, ApiError> {
+    tokio::time::timeout(limit, work).await.unwrap_or_else(|_| {
+        Err(ApiError::Timeout(format!(
+            "the search took longer than {} ms (--request-timeout-ms)",
+            limit.as_millis()
+        )))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn work_past_the_limit_is_a_timeout() {
+        let limit = Duration::from_millis(50);
+        let done = within(limit, async { Ok::<_, ApiError>(7) }).await;
+        assert_eq!(done.expect("in time"), 7);
+        let slow = within(limit, std::future::pending::<Result<u8, ApiError>>()).await;
+        let err = slow.expect_err("past the limit");
+        assert_eq!(err.status().as_u16(), 504);
+        assert_eq!(err.code(), tonic::Code::DeadlineExceeded);
     }
 }

@@ -22,6 +22,7 @@ use arrow_flight::{
 use arrow_schema::SchemaRef;
 use futures::stream::{self, BoxStream};
 use futures::{StreamExt, TryStreamExt};
+use tokio::sync::OwnedSemaphorePermit;
 use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::{Request, Response, Status, Streaming};
 
@@ -93,15 +94,21 @@ fn presented(metadata: &MetadataMap) -> Option<&str> {
 }
 
 impl EddyFlight {
-    /// Lets a call through if its metadata carries a read key; counts a
-    /// refusal under `api="flight_auth"`.
-    fn authorize(&self, metadata: &MetadataMap) -> Result<(), Status> {
+    /// Lets a call through if its metadata carries a read key and a request
+    /// slot is free (held until the returned permit drops); counts a
+    /// refusal under `api="flight_auth"` or `api="flight_limit"`.
+    fn authorize(&self, metadata: &MetadataMap) -> Result<OwnedSemaphorePermit, Status> {
+        let refuse = |api: &str, e: ApiError| {
+            self.observe(api, Instant::now(), e.kind());
+            Status::from(e)
+        };
         self.keys
             .authorize(presented(metadata), Scope::Read)
-            .map_err(|e| {
-                self.observe("flight_auth", Instant::now(), e.kind());
-                Status::from(e)
-            })
+            .map_err(|e| refuse("flight_auth", e))?;
+        self.engine
+            .requests
+            .take()
+            .map_err(|e| refuse("flight_limit", e))
     }
 
     /// The key a handshake presents: `Basic` credentials whose password is
@@ -207,7 +214,7 @@ impl FlightService for EddyFlight {
         &self,
         request: Request<Criteria>,
     ) -> Result<Response<Self::ListFlightsStream>, Status> {
-        self.authorize(request.metadata())?;
+        let _slot = self.authorize(request.metadata())?;
         let infos: Vec<Result<FlightInfo, Status>> = self
             .engine
             .collections()
@@ -221,7 +228,7 @@ impl FlightService for EddyFlight {
         &self,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.authorize(request.metadata())?;
+        let _slot = self.authorize(request.metadata())?;
         let started = Instant::now();
         let r = collection_path(request.get_ref())
             .and_then(|name| self.engine.collection(&name))
@@ -233,7 +240,7 @@ impl FlightService for EddyFlight {
         &self,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<PollInfo>, Status> {
-        self.authorize(request.metadata())?;
+        let _slot = self.authorize(request.metadata())?;
         Err(Status::unimplemented(
             "poll_flight_info: searches are answered directly by DoGet",
         ))
@@ -243,7 +250,7 @@ impl FlightService for EddyFlight {
         &self,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<SchemaResult>, Status> {
-        self.authorize(request.metadata())?;
+        let _slot = self.authorize(request.metadata())?;
         let name = collection_path(request.get_ref())?;
         let collection = self.engine.collection(&name)?;
         let schema = result_schema(collection.def(), &PayloadSelector::None);
@@ -257,7 +264,7 @@ impl FlightService for EddyFlight {
         &self,
         request: Request<Ticket>,
     ) -> Result<Response<Self::DoGetStream>, Status> {
-        self.authorize(request.metadata())?;
+        let _slot = self.authorize(request.metadata())?;
         let started = Instant::now();
         let r = async {
             let ticket = request::parse_ticket(&request.get_ref().ticket)?;
@@ -290,7 +297,7 @@ impl FlightService for EddyFlight {
         &self,
         request: Request<Streaming<FlightData>>,
     ) -> Result<Response<Self::DoPutStream>, Status> {
-        self.authorize(request.metadata())?;
+        let _slot = self.authorize(request.metadata())?;
         Err(Status::unimplemented(
             "do_put: publish points to the collection's Kafka topic instead",
         ))
@@ -300,12 +307,17 @@ impl FlightService for EddyFlight {
         &self,
         request: Request<Streaming<FlightData>>,
     ) -> Result<Response<Self::DoExchangeStream>, Status> {
-        self.authorize(request.metadata())?;
+        // The slot stays taken while the exchange is open: it moves into
+        // the answer stream below.
+        let slot = self.authorize(request.metadata())?;
         let started = Instant::now();
+        let idle = self.engine.options().exchange_idle;
         let mut input = request.into_inner();
-        let first = match input.message().await? {
-            Some(first) => first,
-            None => return Err(Status::invalid_argument("do_exchange: empty stream")),
+        let first = match tokio::time::timeout(idle, input.message()).await {
+            Ok(Ok(Some(first))) => first,
+            Ok(Ok(None)) => return Err(Status::invalid_argument("do_exchange: empty stream")),
+            Ok(Err(status)) => return Err(status),
+            Err(_) => return Err(idle_status(idle)),
         };
         let setup = (|| {
             let descriptor = first.flight_descriptor.as_ref().ok_or_else(|| {
@@ -320,7 +332,7 @@ impl FlightService for EddyFlight {
         })();
         let (search, collection) = self.observed("flight_exchange_open", started, setup)?;
         let schema = result_schema(collection.def(), &search.params.with_payload);
-        let batches = FlightRecordBatchStreamAdapter::decode(first, input);
+        let batches = FlightRecordBatchStreamAdapter::decode(first, input, idle);
         let exchange = Arc::new(Exchange {
             engine: self.engine.clone(),
             collection,
@@ -333,6 +345,7 @@ impl FlightService for EddyFlight {
                 let base = *next_index;
                 *next_index += batch.as_ref().map_or(0, |b| b.num_rows() as u32);
                 let exchange = exchange.clone();
+                let _open = &slot;
                 async move {
                     let answer = exchange.answer(batch, base).await;
                     Some(answer.map_err(|e| FlightError::Tonic(Box::new(Status::from(e)))))
@@ -351,7 +364,7 @@ impl FlightService for EddyFlight {
         &self,
         request: Request<Action>,
     ) -> Result<Response<Self::DoActionStream>, Status> {
-        self.authorize(request.metadata())?;
+        let _slot = self.authorize(request.metadata())?;
         Err(Status::unimplemented(format!(
             "do_action {:?}: manage collections over HTTP (PUT /v1/collections/NAME)",
             request.get_ref().r#type
@@ -362,7 +375,7 @@ impl FlightService for EddyFlight {
         &self,
         request: Request<Empty>,
     ) -> Result<Response<Self::ListActionsStream>, Status> {
-        self.authorize(request.metadata())?;
+        let _slot = self.authorize(request.metadata())?;
         Ok(Response::new(Box::pin(stream::empty())))
     }
 }
@@ -386,8 +399,13 @@ impl Exchange {
     ) -> Result<RecordBatch, ApiError> {
         let def = self.collection.def();
         let with_payload = &self.search.params.with_payload;
-        let batch =
-            batch.map_err(|e| ApiError::BadRequest(format!("decoding input batch: {e}")))?;
+        let batch = batch.map_err(|e| match e {
+            // The input went idle past --exchange-idle-ms.
+            FlightError::Tonic(status) if status.code() == tonic::Code::DeadlineExceeded => {
+                ApiError::Timeout(status.message().to_owned())
+            }
+            other => ApiError::BadRequest(format!("decoding input batch: {other}")),
+        })?;
         if batch.num_rows() == 0 {
             return batches::results_batch(def, &self.schema, with_payload, &[], base);
         }
@@ -406,19 +424,39 @@ impl Exchange {
     }
 }
 
+/// The status of an exchange whose client sent nothing for `idle`.
+fn idle_status(idle: std::time::Duration) -> Status {
+    Status::deadline_exceeded(format!(
+        "do_exchange: no input for {} ms (--exchange-idle-ms)",
+        idle.as_millis()
+    ))
+}
+
 /// Decodes a DoExchange input (whose first message was already read) into
 /// RecordBatches.
 struct FlightRecordBatchStreamAdapter;
 
 impl FlightRecordBatchStreamAdapter {
+    /// The input after `first` as batches; a wait of more than `idle` for
+    /// the next message ends it with DEADLINE_EXCEEDED.
     fn decode(
         first: FlightData,
         rest: Streaming<FlightData>,
+        idle: std::time::Duration,
     ) -> BoxStream<'static, Result<RecordBatch, FlightError>> {
+        let rest = stream::unfold(Some(rest), move |open| async move {
+            let mut rest = open?;
+            match tokio::time::timeout(idle, rest.message()).await {
+                Ok(Ok(Some(data))) => Some((Ok(data), Some(rest))),
+                Ok(Ok(None)) => None,
+                Ok(Err(status)) => Some((Err(FlightError::Tonic(Box::new(status))), None)),
+                Err(_) => Some((Err(FlightError::Tonic(Box::new(idle_status(idle)))), None)),
+            }
+        });
         // Clients may send the descriptor (or app metadata) alone in a
         // message with no IPC header; only IPC messages go to the decoder.
         let data = stream::once(async move { Ok(first) })
-            .chain(rest.map_err(|s| FlightError::Tonic(Box::new(s))))
+            .chain(rest)
             .try_filter(|d| futures::future::ready(!d.data_header.is_empty()))
             .boxed();
         arrow_flight::decode::FlightRecordBatchStream::new_from_flight_data(data).boxed()

@@ -24,7 +24,7 @@ use crate::error::ApiError;
 use crate::policy::CollectionPolicy;
 use crate::prepared::{PreparedSearch, QueryBatch};
 use crate::request::{
-    SearchRequest, SearchRequestJson, Vectors, MAX_BATCH_GROUPS, MAX_BATCH_QUERIES,
+    SearchRequest, SearchRequestJson, Vectors, MAX_ANSWER_HITS, MAX_BATCH_GROUPS, MAX_BATCH_QUERIES,
 };
 use crate::results::{BatchResult, Hit};
 
@@ -69,8 +69,10 @@ pub fn router(state: HttpState) -> Router {
         .with_state(state)
 }
 
-/// Lets a request through if its key covers it (see [`router`]); else
-/// answers 401 or 403 and counts it under `api="http_auth"`.
+/// Lets a request through if its key covers it (see [`router`]) and a
+/// request slot is free (`--max-concurrent-requests`; health, readiness
+/// and metrics need none); else answers 401, 403 or 429, counted under
+/// `api="http_auth"` or `api="http_limit"`.
 async fn authorize(
     State(state): State<HttpState>,
     request: axum::extract::Request,
@@ -89,17 +91,24 @@ async fn authorize(
     };
     let headers = request.headers();
     let presented = auth::presented_key(|name| headers.get(name).and_then(|v| v.to_str().ok()));
-    match state.keys.authorize(presented, need) {
-        Ok(()) => next.run(request).await,
-        Err(e) => {
-            state
-                .engine
-                .metrics
-                .requests
-                .with_label_values(&["http_auth", e.kind()])
-                .inc();
-            e.into_response()
-        }
+    let refuse = |api: &str, e: ApiError| {
+        state
+            .engine
+            .metrics
+            .requests
+            .with_label_values(&[api, e.kind()])
+            .inc();
+        e.into_response()
+    };
+    if let Err(e) = state.keys.authorize(presented, need) {
+        return refuse("http_auth", e);
+    }
+    if request.uri().path() == "/metrics" {
+        return next.run(request).await;
+    }
+    match state.engine.requests.take() {
+        Ok(_slot) => next.run(request).await,
+        Err(e) => refuse("http_limit", e),
     }
 }
 
@@ -115,6 +124,9 @@ struct BatchBody {
 struct SearchAnswer<'a> {
     result: &'a [Hit],
     offsets: &'a BTreeMap<u32, i64>,
+    /// Why the answer may miss published events (absent when it cannot).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    stale: Vec<String>,
     took_ms: f64,
 }
 
@@ -129,6 +141,8 @@ struct BatchEntry<'a> {
 struct BatchAnswer<'a> {
     results: Vec<BatchEntry<'a>>,
     offsets: &'a BTreeMap<u32, i64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    stale: Vec<String>,
     took_ms: f64,
 }
 
@@ -198,6 +212,7 @@ async fn search(
         Ok(Json(SearchAnswer {
             result: result.hits.first().map_or(&[], Vec::as_slice),
             offsets: &result.offsets,
+            stale: collection.staleness(),
             took_ms: started.elapsed().as_secs_f64() * 1e3,
         })
         .into_response())
@@ -250,6 +265,15 @@ async fn search_batch(
         let started = Instant::now();
         let groups = group_searches(body(payload)?.searches, &c)?;
         let n: usize = groups.iter().map(|g| g.queries.len()).sum();
+        let hits: usize = groups
+            .iter()
+            .map(|g| g.queries.len() * g.request.params.k)
+            .sum();
+        if hits > MAX_ANSWER_HITS {
+            return Err(ApiError::BadRequest(format!(
+                "the batch asks for {hits} hits in all; one answer holds at most {MAX_ANSWER_HITS}"
+            )));
+        }
         let collection = state.engine.collection(&c)?;
         let def = collection.def();
         let mut runs = Vec::with_capacity(groups.len());
@@ -285,6 +309,7 @@ async fn search_batch(
         Ok(Json(BatchAnswer {
             results: hits.iter().map(|h| BatchEntry { result: h }).collect(),
             offsets: &all.offsets,
+            stale: collection.staleness(),
             took_ms: started.elapsed().as_secs_f64() * 1e3,
         })
         .into_response())
@@ -428,21 +453,31 @@ async fn count(
             ));
         }
         let (count, offsets) = collection.count();
-        Ok(Json(json!({"count": count, "offsets": offsets})).into_response())
+        let mut answer = json!({"count": count, "offsets": offsets});
+        let stale = collection.staleness();
+        if !stale.is_empty() {
+            answer["stale"] = json!(stale);
+        }
+        Ok(Json(answer).into_response())
     })
     .await
 }
 
+/// `200 ready` when every collection serves; `200` with a `degraded` map
+/// when some serve without quarantined segments (the rest is served: taking
+/// the replica out of rotation would not help); `503` while a collection
+/// loads or its tail is over its bound.
 async fn readyz(State(state): State<HttpState>) -> Response {
     let not_ready: BTreeMap<String, String> = state.engine.not_ready().into_iter().collect();
-    if not_ready.is_empty() {
-        (StatusCode::OK, "ready").into_response()
+    let degraded: BTreeMap<String, String> = state.engine.degraded().into_iter().collect();
+    if !not_ready.is_empty() {
+        let body = json!({"ready": false, "not_ready": not_ready, "degraded": degraded});
+        (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
+    } else if !degraded.is_empty() {
+        let body = json!({"ready": true, "degraded": degraded});
+        (StatusCode::OK, Json(body)).into_response()
     } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"ready": false, "not_ready": not_ready})),
-        )
-            .into_response()
+        (StatusCode::OK, "ready").into_response()
     }
 }
 

@@ -14,6 +14,8 @@ pub const QUERIES_TOTAL: &str = "eddy_query_queries_total";
 pub const SEGMENTS_SEARCHED: &str = "eddy_query_segments_searched";
 /// Rows in the in-memory tail.
 pub const TAIL_ROWS: &str = "eddy_query_tail_rows";
+/// 1 while a collection's tail is at its bound and reads no further.
+pub const TAIL_PAUSED: &str = "eddy_query_tail_paused";
 /// Sealed segments served.
 pub const SEGMENTS: &str = "eddy_query_segments";
 /// Live rows in sealed segments.
@@ -41,16 +43,20 @@ pub const PARTITION_STALE: &str = "eddy_query_partition_stale";
 pub const ID_PARTITION_CONFLICTS_TOTAL: &str = "eddy_query_id_partition_conflicts_total";
 /// Segment loads by outcome.
 pub const SEGMENT_LOADS_TOTAL: &str = "eddy_query_segment_loads_total";
+/// Segments of the newest manifest left out of serving (damaged, or
+/// written for another dimension, metric or id type).
+pub const QUARANTINED_SEGMENTS: &str = "eddy_query_quarantined_segments";
 /// SIMD kernel backend in use.
 pub const KERNEL_BACKEND_INFO: &str = "eddy_kernel_backend_info";
 
 /// Every metric name eddy-query registers.
-pub const NAMES: [&str; 19] = [
+pub const NAMES: [&str; 21] = [
     REQUESTS_TOTAL,
     LATENCY_SECONDS,
     QUERIES_TOTAL,
     SEGMENTS_SEARCHED,
     TAIL_ROWS,
+    TAIL_PAUSED,
     SEGMENTS,
     SEALED_ROWS,
     MANIFEST_VERSION,
@@ -64,6 +70,7 @@ pub const NAMES: [&str; 19] = [
     PARTITION_STALE,
     ID_PARTITION_CONFLICTS_TOTAL,
     SEGMENT_LOADS_TOTAL,
+    QUARANTINED_SEGMENTS,
     KERNEL_BACKEND_INFO,
 ];
 
@@ -105,8 +112,13 @@ pub struct QueryMetrics {
     pub partition_stale: IntGaugeVec,
     /// Events whose id the tail last saw on another partition.
     pub id_partition_conflicts: IntCounterVec,
-    /// Segment loads by outcome (ok, error).
+    /// Snapshot loads by outcome (ok, quarantined: installed without some
+    /// segments, error: the manifest could not be read).
     pub segment_loads: IntCounterVec,
+    /// 1 while the tail is paused at its bound, per collection.
+    pub tail_paused: IntGaugeVec,
+    /// Quarantined segments per collection.
+    pub quarantined_segments: IntGaugeVec,
     /// Kernel backend in use (value 1, label = backend).
     pub kernel_backend: IntGaugeVec,
 }
@@ -200,6 +212,16 @@ impl QueryMetrics {
                 "Segment loads by outcome",
                 &["outcome"],
             )?,
+            tail_paused: gauge(
+                TAIL_PAUSED,
+                "1 while the tail is at its bound (--max-tail-rows/--max-tail-bytes) and reads no further",
+                &["collection"],
+            )?,
+            quarantined_segments: gauge(
+                QUARANTINED_SEGMENTS,
+                "Segments of the newest manifest left out of serving (damaged or mismatched)",
+                &["collection"],
+            )?,
             kernel_backend: gauge(
                 KERNEL_BACKEND_INFO,
                 "SIMD kernel backend in use",
@@ -243,6 +265,8 @@ mod tests {
                 &m.visible_offset,
                 &m.lag,
                 &m.partition_stale,
+                &m.quarantined_segments,
+                &m.tail_paused,
             ],
             &[
                 &m.latency,

@@ -10,7 +10,7 @@ use eddy_model::CollectionDef;
 use eddy_segment::SealedQuery;
 
 use crate::error::ApiError;
-use crate::request::{SearchParams, SearchRequest, Vectors, MAX_BATCH_QUERIES};
+use crate::request::{SearchParams, SearchRequest, Vectors, MAX_BATCH_QUERIES, MAX_EF};
 
 /// A search request checked against its collection.
 #[derive(Debug)]
@@ -51,12 +51,20 @@ impl PreparedSearch {
             ef: p.ef.unwrap_or(defaults.ef),
             exact: p.exact,
             quantization: p.quantization,
-            oversampling: p.oversampling.unwrap_or(defaults.oversampling),
+            oversampling: capped_oversampling(p.k, p.oversampling.unwrap_or(defaults.oversampling)),
             rescore: p.rescore,
             filter: self.filter.as_ref(),
             planner: defaults.planner,
         }
     }
+}
+
+/// The oversampling a walk uses: the beam is `max(ef, k × oversampling)`,
+/// so the factor is lowered until that stays within `max(MAX_EF, k)` and
+/// the `ef` cap holds whatever `k` and oversampling a request combines.
+fn capped_oversampling(k: usize, asked: f32) -> f32 {
+    let most = MAX_EF.max(k) as f32 / k.max(1) as f32;
+    asked.min(most).max(1.0)
 }
 
 /// Query vectors in one flat buffer: checked (dimension, finite values),
@@ -178,6 +186,24 @@ mod tests {
             metric,
             ..CollectionDef::new("c", 2)
         }
+    }
+
+    #[test]
+    fn the_beam_stays_within_the_ef_cap() {
+        let beam = |k: usize, oversampling: f32| {
+            let mut request = SearchRequest::default();
+            request.params.k = k;
+            request.params.oversampling = Some(oversampling);
+            let search = PreparedSearch::new(&def(Metric::L2), request).expect("valid");
+            let q = search.sealed();
+            ((q.k as f32) * q.oversampling).ceil() as usize
+        };
+        assert_eq!(beam(10, 4.0), 40, "ordinary requests are untouched");
+        assert_eq!(beam(5_000, 100.0), MAX_EF);
+        assert_eq!(beam(100, 100.0), MAX_EF);
+        // k itself past the cap: the beam is k, never k x oversampling.
+        assert_eq!(beam(10_000, 4.0), 10_000);
+        assert!(beam(8_000, 2.0) <= MAX_EF);
     }
 
     #[test]

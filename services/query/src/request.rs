@@ -20,6 +20,21 @@ pub const MAX_K: usize = 10_000;
 pub const MAX_EF: usize = 8_192;
 /// Largest oversampling factor a request may ask for.
 pub const MAX_OVERSAMPLING: f32 = 100.0;
+/// Most hits one answer may hold (query vectors × `k`): 100 queries at the
+/// largest `k`, or a full batch of 10,000 at `k` = 100.
+pub const MAX_ANSWER_HITS: usize = 1_000_000;
+
+/// Refuses an answer of `queries` × `k` hits over [`MAX_ANSWER_HITS`].
+pub fn check_answer_size(queries: usize, k: usize) -> Result<(), ApiError> {
+    let hits = queries.saturating_mul(k);
+    if hits > MAX_ANSWER_HITS {
+        return Err(ApiError::BadRequest(format!(
+            "{queries} queries x k={k} is {hits} hits; one answer holds at most {MAX_ANSWER_HITS}: send fewer queries per request or a smaller k"
+        )));
+    }
+    Ok(())
+}
+
 /// Largest number of query vectors in one request (or one DoExchange batch).
 pub const MAX_BATCH_QUERIES: usize = 10_000;
 /// Largest number of different option sets in one HTTP batch: each runs as

@@ -16,14 +16,16 @@ pub(crate) async fn watch_manifests(engine: Arc<Engine>, collection: Arc<Collect
     while !collection.is_stopped() {
         let (store, current) = (engine.store().clone(), collection.snapshot());
         let ready = collection.snapshot_ready();
-        let name_for_load = name.clone();
+        let def = collection.def().clone();
         let loaded =
             tokio::task::spawn_blocking(move || -> eddy_manifest::Result<Option<Snapshot>> {
-                let manifest = store.latest_manifest(&name_for_load)?;
+                let manifest = store.latest_manifest(&def.name)?;
                 if ready && manifest.version <= current.version {
                     return Ok(None);
                 }
-                Snapshot::load(&store, &manifest, &current, residency).map(Some)
+                Ok(Some(Snapshot::load(
+                    &store, &def, &manifest, &current, residency,
+                )))
             })
             .await;
         match loaded {
@@ -42,7 +44,15 @@ pub(crate) async fn watch_manifests(engine: Arc<Engine>, collection: Arc<Collect
                 m.served_bytes
                     .with_label_values(&[&name, &residency.to_string()])
                     .set(snapshot.file_bytes() as i64);
-                m.segment_loads.with_label_values(&["ok"]).inc();
+                m.quarantined_segments
+                    .with_label_values(&[&name])
+                    .set(snapshot.quarantined.len() as i64);
+                let outcome = if snapshot.quarantined.is_empty() {
+                    "ok"
+                } else {
+                    "quarantined"
+                };
+                m.segment_loads.with_label_values(&[outcome]).inc();
                 if snapshot.version > 0 {
                     info!(collection = %name, version = snapshot.version, segments = snapshot.segments.len(), "snapshot installed");
                 }

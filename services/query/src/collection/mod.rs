@@ -16,7 +16,7 @@ use parking_lot::RwLock;
 use tokio::time::Instant;
 
 pub use search::PointRecord;
-pub use snapshot::{LoadedSegment, Snapshot};
+pub use snapshot::{LoadedSegment, Quarantined, Snapshot};
 
 /// What a collection serves: the installed snapshot plus the tail;
 /// everything a query reads, changed only under the write lock.
@@ -82,6 +82,10 @@ pub struct Status {
     pub points: u64,
     /// Per partition, the first offset not reflected yet.
     pub offsets: BTreeMap<u32, i64>,
+    /// Segments of the manifest not served, with the reason.
+    pub quarantined: Vec<Quarantined>,
+    /// Whether the tail is paused at its bound.
+    pub tail_paused: bool,
 }
 
 /// A collection being served.
@@ -95,6 +99,9 @@ pub struct Collection {
     snapshot_ready: AtomicBool,
     /// Set once the tail is assigned its partitions.
     tail_ready: AtomicBool,
+    /// Set while the tail holds as much as it may (`--max-tail-rows` /
+    /// `--max-tail-bytes`) and reads no further.
+    tail_full: AtomicBool,
     /// Set to stop the collection's tail and watcher.
     stop: AtomicBool,
 }
@@ -114,6 +121,7 @@ impl Collection {
             changed: tokio::sync::Notify::new(),
             snapshot_ready: AtomicBool::new(false),
             tail_ready: AtomicBool::new(false),
+            tail_full: AtomicBool::new(false),
             stop: AtomicBool::new(false),
         }
     }
@@ -189,6 +197,8 @@ impl Collection {
             tail_rows: served.tail.live_rows(),
             points: served.count(),
             offsets: served.visible_offsets(),
+            quarantined: served.snapshot.quarantined.clone(),
+            tail_paused: self.is_tail_full(),
         }
     }
 
@@ -206,6 +216,17 @@ impl Collection {
         }
     }
 
+    /// Why the collection serves only part of its data (quarantined
+    /// segments), if it does.
+    pub fn degraded(&self) -> Option<String> {
+        let served = self.served.read();
+        let q = &served.snapshot.quarantined;
+        (!q.is_empty()).then(|| {
+            let ids: Vec<&str> = q.iter().map(|q| q.segment.as_str()).collect();
+            format!("{} segment(s) quarantined: {}", q.len(), ids.join(", "))
+        })
+    }
+
     /// Whether the collection serves queries (snapshot installed, tail running).
     pub fn is_ready(&self) -> bool {
         self.snapshot_ready() && self.tail_ready.load(Ordering::Acquire)
@@ -219,6 +240,40 @@ impl Collection {
     /// Records that the tail holds its partitions.
     pub fn set_tail_ready(&self) {
         self.tail_ready.store(true, Ordering::Release);
+    }
+
+    /// Rows (replaced ones included) and approximate bytes the tail holds:
+    /// what its bound counts.
+    pub fn tail_size(&self) -> (usize, usize) {
+        let served = self.served.read();
+        (served.tail.rows(), served.tail.approx_bytes())
+    }
+
+    /// Records whether the tail is at its bound; returns whether that
+    /// changed.
+    pub fn set_tail_full(&self, full: bool) -> bool {
+        self.tail_full.swap(full, Ordering::AcqRel) != full
+    }
+
+    /// Whether the tail is at its bound and reads no further.
+    pub fn is_tail_full(&self) -> bool {
+        self.tail_full.load(Ordering::Acquire)
+    }
+
+    /// Why answers may miss published events, if they may: the tail is
+    /// paused at its bound, or partitions are stale. Every answer carries
+    /// this (`stale` in HTTP responses).
+    pub fn staleness(&self) -> Vec<String> {
+        let mut why = Vec::new();
+        if self.is_tail_full() {
+            why.push(
+                "the tail is at its bound and reads no further until eddy-ingest seals".to_owned(),
+            );
+        }
+        for (p, reason) in &self.served.read().stale {
+            why.push(format!("partition {p} is stale: {}", reason.as_str()));
+        }
+        why
     }
 
     /// Asks the tail and the watcher to stop.

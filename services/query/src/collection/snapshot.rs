@@ -1,11 +1,14 @@
 //! One manifest version as served: its segments mapped (or held in huge
-//! pages), their index files checked, their delete bitmaps loaded.
+//! pages) and checked against the collection, their index files checked,
+//! their delete bitmaps loaded. A segment that cannot be served (damaged,
+//! or written for another dimension, metric or id type) is quarantined:
+//! left out and reported, while the rest of the version is served.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use eddy_manifest::{Manifest, SegmentEntry, Store};
-use eddy_model::PointId;
+use eddy_model::{CollectionDef, PointId};
 use eddy_segment::{IndexFile, Residency, Segment};
 use roaring::RoaringBitmap;
 
@@ -33,31 +36,101 @@ pub struct Snapshot {
     /// Per partition, the first offset not in the segments: the tail serves
     /// events from here on.
     pub cutoffs: BTreeMap<u32, i64>,
+    /// Segments of the manifest left out, with the reason: their rows are
+    /// missing from answers until the segment is repaired or replaced.
+    pub quarantined: Vec<Quarantined>,
+}
+
+/// A segment the manifest lists that is not served.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Quarantined {
+    /// The segment id.
+    pub segment: String,
+    /// Why (the open error, or the mismatch).
+    pub reason: String,
+}
+
+/// Opens one listed segment and checks it against `def`.
+fn open_checked(
+    store: &Store,
+    def: &CollectionDef,
+    entry: &SegmentEntry,
+    residency: Residency,
+) -> Result<Segment, String> {
+    let segment = Segment::open_with(&store.segment_path(&def.name, &entry.id), residency)
+        .map_err(|e| e.to_string())?;
+    let mismatch = |what: &str, got: String, want: String| {
+        format!("written for {what} {got}, the collection has {want}")
+    };
+    if segment.dim() != def.dimension as usize {
+        return Err(mismatch(
+            "dimension",
+            segment.dim().to_string(),
+            def.dimension.to_string(),
+        ));
+    }
+    if segment.metric() != def.metric {
+        return Err(mismatch(
+            "metric",
+            format!("{:?}", segment.metric()),
+            format!("{:?}", def.metric),
+        ));
+    }
+    if segment.id_type() != def.id_type {
+        return Err(mismatch(
+            "id type",
+            format!("{:?}", segment.id_type()),
+            format!("{:?}", def.id_type),
+        ));
+    }
+    if segment.rows() as u64 != entry.rows {
+        return Err(format!(
+            "holds {} rows, the manifest says {}",
+            segment.rows(),
+            entry.rows
+        ));
+    }
+    Ok(segment)
 }
 
 impl Snapshot {
-    /// Loads `manifest`, reusing segments and delete bitmaps `previous` has;
-    /// new files are held as `residency` says.
+    /// Loads `manifest` of the collection `def`, reusing segments and
+    /// delete bitmaps `previous` has; new files are held as `residency`
+    /// says. A segment that cannot be served is quarantined (see the
+    /// module), never an error for the whole version.
     pub fn load(
         store: &Store,
+        def: &CollectionDef,
         manifest: &Manifest,
         previous: &Snapshot,
         residency: Residency,
-    ) -> eddy_manifest::Result<Snapshot> {
+    ) -> Snapshot {
         let mut segments = Vec::with_capacity(manifest.segments.len());
+        let mut quarantined = Vec::new();
         for entry in &manifest.segments {
             let old = previous.segments.iter().find(|s| s.entry.id == entry.id);
             let segment = match old {
-                Some(s) => s.segment.clone(),
-                None => Arc::new(Segment::open_with(
-                    &store.segment_path(&manifest.collection, &entry.id),
-                    residency,
-                )?),
+                Some(s) => Ok(s.segment.clone()),
+                None => open_checked(store, def, entry, residency).map(Arc::new),
             };
             let deleted = match (old, &entry.deletes) {
-                (Some(s), _) if s.entry.deletes == entry.deletes => s.deleted.clone(),
-                (_, Some(name)) => Arc::new(store.read_deletes(&manifest.collection, name)?),
-                (_, None) => Arc::new(RoaringBitmap::new()),
+                (Some(s), _) if s.entry.deletes == entry.deletes => Ok(s.deleted.clone()),
+                (_, Some(name)) => store
+                    .read_deletes(&manifest.collection, name)
+                    .map(Arc::new)
+                    .map_err(|e| format!("its delete file {name}: {e}")),
+                (_, None) => Ok(Arc::new(RoaringBitmap::new())),
+            };
+            let (segment, deleted) = match (segment, deleted) {
+                (Ok(segment), Ok(deleted)) => (segment, deleted),
+                (Err(reason), _) | (_, Err(reason)) => {
+                    tracing::error!(collection = %def.name, segment = %entry.id, %reason, "segment quarantined: the rest of the collection is served without it");
+                    quarantined.push(Quarantined {
+                        segment: entry.id.clone(),
+                        reason,
+                    });
+                    continue;
+                }
             };
             let index = match (old, &entry.index) {
                 (Some(s), Some(_)) if s.entry.index == entry.index => s.index.clone(),
@@ -74,7 +147,7 @@ impl Snapshot {
             });
         }
         segments.sort_by_key(|s| std::cmp::Reverse(s.entry.rows));
-        Ok(Snapshot {
+        Snapshot {
             version: manifest.version,
             segments,
             cutoffs: manifest
@@ -82,7 +155,8 @@ impl Snapshot {
                 .iter()
                 .map(|(p, s)| (*p, s.next_offset))
                 .collect(),
-        })
+            quarantined,
+        }
     }
 
     /// Bytes of the segment and index files this snapshot holds.

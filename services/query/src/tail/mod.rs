@@ -30,9 +30,20 @@ const WATERMARK_TIMEOUT: Duration = Duration::from_millis(500);
 /// How often lag is reported and offsets are checked against each log.
 const CHECK_EVERY: Duration = Duration::from_secs(2);
 
+/// How much a tail may hold before it stops reading: it resumes once
+/// ingest seals and the next snapshot prunes what it sealed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TailLimits {
+    /// Rows (replaced ones included).
+    pub rows: usize,
+    /// Approximate bytes.
+    pub bytes: usize,
+}
+
 /// One collection's tail consumer and what it keeps between batches.
 struct Tail<'c> {
     collection: &'c Collection,
+    limits: TailLimits,
     consumer: &'c BaseConsumer,
     metrics: QueryMetrics,
     topic: String,
@@ -46,7 +57,12 @@ struct Tail<'c> {
 
 /// Runs the tail of `collection` until its stop flag is set (blocking; run
 /// it on a dedicated thread).
-pub fn run_tail(collection: Arc<Collection>, kafka: &KafkaSettings, metrics: QueryMetrics) {
+pub fn run_tail(
+    collection: Arc<Collection>,
+    kafka: &KafkaSettings,
+    metrics: QueryMetrics,
+    limits: TailLimits,
+) {
     let name = collection.name().to_owned();
     let topic = collection.def().topic.clone();
     let client = kafka.tail_consumer(&format!("eddy-query-tail.{name}"));
@@ -70,6 +86,7 @@ pub fn run_tail(collection: Arc<Collection>, kafka: &KafkaSettings, metrics: Que
     };
     let mut tail = Tail {
         collection: &collection,
+        limits,
         consumer: &consumer,
         metrics,
         topic,
@@ -174,8 +191,37 @@ impl Tail<'_> {
         Some(logs)
     }
 
-    /// Polls batches and applies them until stopped; checks offsets every
-    /// [`CHECK_EVERY`] and at once after an out-of-range report.
+    /// Messages the tail may still take: 0 at its bound.
+    fn room(&self) -> usize {
+        let (rows, bytes) = self.collection.tail_size();
+        if rows >= self.limits.rows || bytes >= self.limits.bytes {
+            0
+        } else {
+            self.limits.rows - rows
+        }
+    }
+
+    /// Records whether the tail is at its bound (log and gauge on a change).
+    fn set_full(&self, full: bool) {
+        if !self.collection.set_tail_full(full) {
+            return;
+        }
+        let name = self.collection.name();
+        self.metrics
+            .tail_paused
+            .with_label_values(&[name])
+            .set(i64::from(full));
+        let (rows, bytes) = self.collection.tail_size();
+        if full {
+            warn!(collection = %name, rows, bytes, limit_rows = self.limits.rows, limit_bytes = self.limits.bytes, "tail at its bound: reading paused until eddy-ingest seals (answers report it stale)");
+        } else {
+            info!(collection = %name, rows, bytes, "tail below its bound again: reading");
+        }
+    }
+
+    /// Polls batches and applies them until stopped, never past the tail's
+    /// bound; checks offsets every [`CHECK_EVERY`] and at once after an
+    /// out-of-range report.
     fn run(&mut self) {
         let name = self.collection.name().to_owned();
         let mut last_check = Instant::now();
@@ -183,9 +229,21 @@ impl Tail<'_> {
         let mut batch: Vec<BorrowedMessage<'_>> = Vec::with_capacity(MAX_BATCH);
         while !self.collection.is_stopped() {
             batch.clear();
+            let room = self.room().min(MAX_BATCH);
+            self.set_full(room == 0);
+            if room == 0 {
+                // Not polling leaves the rest in the log (and librdkafka's
+                // bounded prefetch queue) until sealing makes room.
+                std::thread::sleep(Duration::from_millis(50));
+                if last_check.elapsed() >= CHECK_EVERY {
+                    last_check = Instant::now();
+                    self.check_offsets();
+                }
+                continue;
+            }
             let mut check_now = false;
             let mut timeout = Duration::from_millis(50);
-            while batch.len() < MAX_BATCH {
+            while batch.len() < room {
                 match consumer.poll(timeout) {
                     Some(Ok(m)) => batch.push(m),
                     Some(Err(e)) if is_out_of_range(&e) => {

@@ -228,6 +228,11 @@ impl Cluster {
         cluster
     }
 
+    /// The store both services share.
+    pub fn store_path(&self) -> &std::path::Path {
+        self._store.path()
+    }
+
     /// The broker's bootstrap address.
     pub fn brokers(&self) -> String {
         self._tansu.bootstrap()

@@ -13,8 +13,11 @@ mod cluster;
 mod dashboards;
 mod flight_client;
 mod http_api;
+mod limits;
 mod pyarrow_client;
+mod quarantine;
 mod security;
+mod tail_bound;
 mod tail_stale;
 
 use std::collections::BTreeMap;
@@ -107,5 +110,7 @@ async fn secured_cluster() {
     pyarrow_client::pyarrow_matches_numpy(&cluster, SECURED, &points).await;
     eprintln!("step: creating_collections_is_admin_only_and_bounded");
     security::creating_collections_is_admin_only_and_bounded(&cluster).await;
+    eprintln!("step: limits_hold");
+    limits::limits_hold(&cluster, SECURED).await;
     cluster.stop().await;
 }

@@ -108,6 +108,26 @@ async fn a_partition_beyond_its_log_is_stale_until_resumed() {
         "nothing read past the log"
     );
 
+    // Answers say so.
+    let answer: serde_json::Value = http
+        .post(format!(
+            "http://{}/v1/collections/{COLLECTION}/search",
+            query.http_addr()
+        ))
+        .json(&serde_json::json!({"vector": vector(0)}))
+        .send()
+        .await
+        .expect("search")
+        .json()
+        .await
+        .expect("json");
+    assert!(
+        answer["stale"][0]
+            .as_str()
+            .is_some_and(|s| s.contains("partition 0 is stale: above_high_watermark")),
+        "{answer}"
+    );
+
     eddy_ingest::resume_partition(&store, COLLECTION, 0, 0, "e2e", "topic re-created")
         .expect("resume");
     wait_metric(&http, &query, &stale, 0.0).await;
