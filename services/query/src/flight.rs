@@ -332,12 +332,25 @@ impl FlightService for EddyFlight {
         })();
         let (search, collection) = self.observed("flight_exchange_open", started, setup)?;
         let schema = result_schema(collection.def(), &search.params.with_payload);
+        // Clients that send the input schema with the descriptor (pyarrow's
+        // `writer.begin`) get the answer schema at once; others with the
+        // first answer.
+        let out = std::sync::OnceLock::new();
+        if !first.data_header.is_empty() {
+            let answer_schema = arrow_schema::Schema::try_from(&first)
+                .map_err(|e| ApiError::BadRequest(format!("the input schema: {e}")))
+                .and_then(|input| batches::exchange_schema(&schema, &input));
+            let answer_schema = self.observed("flight_exchange_open", started, answer_schema)?;
+            let _ = out.set(answer_schema);
+        }
+        let up_front = out.get().cloned();
         let batches = FlightRecordBatchStreamAdapter::decode(first, input, idle);
         let exchange = Arc::new(Exchange {
             engine: self.engine.clone(),
             collection,
             search,
-            schema: schema.clone(),
+            schema,
+            out,
         });
         let results: BoxStream<'static, Result<RecordBatch, FlightError>> = batches
             .scan(0u32, move |next_index, batch| {
@@ -353,10 +366,11 @@ impl FlightService for EddyFlight {
             })
             .boxed();
         self.observe("flight_exchange_open", started, "ok");
-        let encoded = FlightDataEncoderBuilder::new()
-            .with_schema(schema)
-            .build(results)
-            .map_err(Status::from);
+        let mut encoder = FlightDataEncoderBuilder::new();
+        if let Some(schema) = up_front {
+            encoder = encoder.with_schema(schema);
+        }
+        let encoded = encoder.build(results).map_err(Status::from);
         Ok(Response::new(Box::pin(encoded)))
     }
 
@@ -381,12 +395,15 @@ impl FlightService for EddyFlight {
 }
 
 /// One open DoExchange: the collection its command named, the search made
-/// ready once for every batch, and the schema of its answers.
+/// ready once for every batch, the schema of its results, and that of its
+/// answers (results plus the input's carried columns), fixed by the first
+/// input schema.
 struct Exchange {
     engine: Arc<Engine>,
     collection: Arc<Collection>,
     search: Arc<PreparedSearch>,
     schema: SchemaRef,
+    out: std::sync::OnceLock<SchemaRef>,
 }
 
 impl Exchange {
@@ -406,8 +423,16 @@ impl Exchange {
             }
             other => ApiError::BadRequest(format!("decoding input batch: {other}")),
         })?;
+        let out = match self.out.get() {
+            Some(out) => out.clone(),
+            None => {
+                let out = batches::exchange_schema(&self.schema, &batch.schema())?;
+                self.out.get_or_init(|| out).clone()
+            }
+        };
         if batch.num_rows() == 0 {
-            return batches::results_batch(def, &self.schema, with_payload, &[], base);
+            let empty = batches::results_batch(def, &self.schema, with_payload, &[], base)?;
+            return batches::with_input_columns(empty, &batch, base, &out);
         }
         let queries = batches::query_vectors(&batch, def)?;
         let n = queries.len() as u64;
@@ -420,7 +445,8 @@ impl Exchange {
             .queries
             .with_label_values(&["flight_exchange"])
             .inc_by(n);
-        batches::results_batch(def, &self.schema, with_payload, &result.hits, base)
+        let answers = batches::results_batch(def, &self.schema, with_payload, &result.hits, base)?;
+        batches::with_input_columns(answers, &batch, base, &out)
     }
 }
 

@@ -20,6 +20,74 @@ use crate::results::Hit;
 /// Name of the input column holding query vectors.
 pub const VECTOR_COLUMN: &str = "vector";
 
+/// The schema of an exchange's answers: the result columns, then every
+/// input column but `vector` (a job's key, a partition id), carried beside
+/// each result row so the job joins without bookkeeping. An input column
+/// named like a result column is refused.
+pub fn exchange_schema(results: &SchemaRef, input: &Schema) -> Result<SchemaRef, ApiError> {
+    let carried: Vec<_> = input
+        .fields()
+        .iter()
+        .filter(|f| f.name() != VECTOR_COLUMN)
+        .cloned()
+        .collect();
+    if carried.is_empty() {
+        return Ok(results.clone());
+    }
+    if let Some(clash) = carried
+        .iter()
+        .find(|f| results.field_with_name(f.name()).is_ok())
+    {
+        return Err(ApiError::BadRequest(format!(
+            "input column `{}` has the name of a result column ({:?}); rename it",
+            clash.name(),
+            results
+                .fields()
+                .iter()
+                .map(|f| f.name().as_str())
+                .collect::<Vec<_>>()
+        )));
+    }
+    let fields: Vec<_> = results.fields().iter().cloned().chain(carried).collect();
+    Ok(Arc::new(Schema::new(fields)))
+}
+
+/// `results` (answers to `input`'s queries, numbered from `base`) with
+/// `input`'s carried columns beside each row, as `schema` (from
+/// [`exchange_schema`]) says.
+pub fn with_input_columns(
+    results: RecordBatch,
+    input: &RecordBatch,
+    base: u32,
+    schema: &SchemaRef,
+) -> Result<RecordBatch, ApiError> {
+    if schema.fields().len() == results.num_columns() {
+        return Ok(results);
+    }
+    let query_index = results
+        .column_by_name("query_index")
+        .and_then(|c| c.as_any().downcast_ref::<UInt32Array>())
+        .ok_or_else(|| ApiError::Internal("result batch without query_index".into()))?;
+    let rows: UInt32Array = query_index.iter().map(|q| q.map(|q| q - base)).collect();
+    let mut columns = results.columns().to_vec();
+    for field in &schema.fields()[results.num_columns()..] {
+        let column = input.column_by_name(field.name()).ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "input batch lacks column `{}` of the exchange's first batch",
+                field.name()
+            ))
+        })?;
+        let taken = arrow_select::take::take(column.as_ref(), &rows, None)
+            .map_err(|e| ApiError::Internal(format!("carrying `{}`: {e}", field.name())))?;
+        columns.push(taken);
+    }
+    RecordBatch::try_new(schema.clone(), columns).map_err(|e| {
+        ApiError::BadRequest(format!(
+            "input batch columns differ from the exchange's first batch: {e}"
+        ))
+    })
+}
+
 fn payload_type(def: &CollectionDef, field: &str) -> DataType {
     match def.payload_fields.get(field) {
         Some(FieldType::Integer) => DataType::Int64,

@@ -241,3 +241,105 @@ pub async fn bad_flight_requests_are_invalid_argument(cluster: &Cluster, collect
         assert!(!status.message().is_empty());
     }
 }
+
+/// `queries` as an input batch with a `key` column (`q<n>`, numbered from
+/// `first`) and a `part` column beside `vector`.
+fn keyed_batch(queries: &[Vec<f32>], first: usize) -> RecordBatch {
+    let vectors = query_batch(queries);
+    let keys: arrow_array::StringArray = (first..first + queries.len())
+        .map(|n| Some(format!("q{n}")))
+        .collect();
+    let parts: arrow_array::Int32Array = (first..first + queries.len())
+        .map(|n| Some((n % 2) as i32))
+        .collect();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("key", DataType::Utf8, true),
+        vectors.schema().field(0).clone(),
+        Field::new("part", DataType::Int32, true),
+    ]));
+    RecordBatch::try_new(
+        schema,
+        vec![Arc::new(keys), vectors.column(0).clone(), Arc::new(parts)],
+    )
+    .expect("batch")
+}
+
+/// DoExchange carries every input column but `vector` beside each result
+/// row, across batches; an input column named like a result column is
+/// INVALID_ARGUMENT.
+pub async fn exchange_carries_input_columns(
+    cluster: &Cluster,
+    collection: &str,
+    points: &BTreeMap<u64, Vec<f32>>,
+) {
+    let mut c = client(cluster).await;
+    let queries: Vec<Vec<f32>> = (0..12).map(|s| vector(3_000_000 + s)).collect();
+    let out = exchange(
+        &mut c,
+        json!({"collection": collection, "k": 4}),
+        vec![keyed_batch(&queries[..5], 0), keyed_batch(&queries[5..], 5)],
+    )
+    .await;
+    check(&rows(&out), &queries, points, 4);
+    let mut seen = 0;
+    for b in &out {
+        let names: Vec<&str> = b
+            .schema_ref()
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        assert_eq!(
+            names,
+            ["query_index", "rank", "id", "score", "key", "part"],
+            "result columns, then the carried ones"
+        );
+        let qi = b
+            .column(0)
+            .as_any()
+            .downcast_ref::<UInt32Array>()
+            .expect("u32");
+        let keys = b
+            .column_by_name("key")
+            .and_then(|k| k.as_any().downcast_ref::<arrow_array::StringArray>())
+            .expect("key column");
+        let parts = b
+            .column_by_name("part")
+            .and_then(|k| k.as_any().downcast_ref::<arrow_array::Int32Array>())
+            .expect("part column");
+        for row in 0..b.num_rows() {
+            let q = qi.value(row) as usize;
+            assert_eq!(keys.value(row), format!("q{q}"));
+            assert_eq!(parts.value(row), (q % 2) as i32);
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, queries.len() * 4);
+
+    let clash = {
+        let b = query_batch(&queries[..2]);
+        let schema = Arc::new(Schema::new(vec![
+            b.schema().field(0).clone(),
+            Field::new("score", DataType::Int32, true),
+        ]));
+        let scores = arrow_array::Int32Array::from(vec![1, 2]);
+        RecordBatch::try_new(schema, vec![b.column(0).clone(), Arc::new(scores)]).expect("batch")
+    };
+    let request = FlightDataEncoderBuilder::new()
+        .with_flight_descriptor(Some(FlightDescriptor::new_cmd(
+            json!({"collection": collection, "k": 4}).to_string(),
+        )))
+        .build(futures::stream::iter([Ok(clash)]));
+    let err = match c.do_exchange(request).await {
+        Err(e) => e,
+        Ok(stream) => stream
+            .try_collect::<Vec<_>>()
+            .await
+            .expect_err("a clashing column"),
+    };
+    assert!(
+        matches!(&err, arrow_flight::error::FlightError::Tonic(s)
+            if s.code() == tonic::Code::InvalidArgument && s.message().contains("`score`")),
+        "{err:?}"
+    );
+}

@@ -63,6 +63,10 @@ async fn kafka_to_http_and_flight() {
     flight_client::do_get_and_exchange_match_exact(&cluster, COLLECTION, &points).await;
     eprintln!("step: pyarrow_matches_numpy");
     pyarrow_client::pyarrow_matches_numpy(&cluster, COLLECTION, &points).await;
+    eprintln!("step: duckdb_job_joins_answers_by_key");
+    pyarrow_client::duckdb_job_joins_answers_by_key(&cluster, COLLECTION, &points).await;
+    eprintln!("step: exchange_carries_input_columns");
+    flight_client::exchange_carries_input_columns(&cluster, COLLECTION, &points).await;
 
     eprintln!("step: deletes_and_upserts_apply");
     http_api::deletes_and_upserts_apply(&cluster, COLLECTION, &mut points).await;
