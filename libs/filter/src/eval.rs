@@ -59,6 +59,16 @@ impl Filter {
             && (self.should.is_empty() || self.should.iter().any(|c| c.matches(payload)))
             && !self.must_not.iter().any(|c| c.matches(payload))
     }
+
+    /// Whether a stored payload (JSON bytes; empty = no fields) satisfies
+    /// the filter. Bytes that are not JSON have no fields either.
+    pub fn matches_json(&self, json: &[u8]) -> bool {
+        if json.is_empty() {
+            return self.matches(&Value::Object(Default::default()));
+        }
+        let payload = serde_json::from_slice(json).unwrap_or(Value::Null);
+        self.matches(&payload)
+    }
 }
 
 impl Condition {

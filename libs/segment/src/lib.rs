@@ -32,8 +32,8 @@ pub use index_file::{
 pub use reader::Segment;
 pub use resident::HugePageBytes;
 pub use sealed::{
-    build_index, check_index, search_sealed, IndexParams, Quantization, SealedQuery, DEFAULT_EF,
-    MIN_GRAPH_ROWS,
+    build_index, check_index, filter_rows, search_sealed, IndexParams, Quantization, SealedQuery,
+    DEFAULT_EF, MIN_GRAPH_ROWS,
 };
 pub use search::Neighbor;
 pub use writer::{SegmentMeta, SegmentWriter};

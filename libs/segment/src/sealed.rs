@@ -232,7 +232,7 @@ thread_local! {
 
 /// The rows of `seg` matching `filter`: from the payload index when the
 /// segment has one covering the filter's fields, else by reading payloads.
-fn filter_rows(seg: &Segment, filter: &Filter) -> RoaringBitmap {
+pub fn filter_rows(seg: &Segment, filter: &Filter) -> RoaringBitmap {
     if let Some(Ok(index)) = seg.payload_index() {
         match index.evaluate(filter) {
             Ok(rows) => return rows,
@@ -243,15 +243,7 @@ fn filter_rows(seg: &Segment, filter: &Filter) -> RoaringBitmap {
         }
     }
     (0..seg.rows() as u32)
-        .filter(|&row| {
-            let json = seg.payload_json(row);
-            let payload = if json.is_empty() {
-                serde_json::Value::Object(Default::default())
-            } else {
-                serde_json::from_slice(json).unwrap_or(serde_json::Value::Null)
-            };
-            filter.matches(&payload)
-        })
+        .filter(|&row| filter.matches_json(seg.payload_json(row)))
         .collect()
 }
 

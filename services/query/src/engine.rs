@@ -246,6 +246,16 @@ impl Engine {
         Ok(result)
     }
 
+    /// Runs CPU work other than a search (a scan, a filtered count) on the
+    /// search pool, within `--request-timeout-ms`.
+    pub async fn on_pool<T, F>(&self, work: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        within(self.opts.request_timeout, self.pool.run(work)).await
+    }
+
     /// Splits `queries` into one chunk per search thread and runs them on
     /// the pool.
     async fn search_on_pool(

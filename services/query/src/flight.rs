@@ -93,7 +93,51 @@ fn presented(metadata: &MetadataMap) -> Option<&str> {
     auth::presented_key(|name| metadata.get(name).and_then(|v| v.to_str().ok()))
 }
 
+/// Points per scan batch.
+const SCAN_BATCH_ROWS: usize = 4_096;
+
 impl EddyFlight {
+    /// Streams the live points of `collection` that the scan's filter lets
+    /// through, as of now, in batches of [`SCAN_BATCH_ROWS`]; the request
+    /// slot is held until the stream ends.
+    async fn scan(
+        &self,
+        collection: &str,
+        request: crate::request::ScanRequest,
+        slot: OwnedSemaphorePermit,
+    ) -> Result<FlightStream<FlightData>, ApiError> {
+        let collection = self.engine.collection(collection)?;
+        let def = collection.def().clone();
+        let filter = request
+            .filter
+            .as_ref()
+            .map(|f| {
+                eddy_filter::Filter::parse(f, &def.payload_fields)
+                    .map_err(|e| ApiError::BadRequest(e.to_string()))
+            })
+            .transpose()?;
+        let view = self
+            .engine
+            .on_pool(move || collection.view(filter.as_ref()))
+            .await?;
+        let schema = batches::scan_schema(&def, &request.with_payload, request.with_vector);
+        let (view, rows) = (Arc::new(view), schema.clone());
+        let selector = request.with_payload;
+        let starts = (0..view.len()).step_by(SCAN_BATCH_ROWS);
+        let batches = stream::iter(starts).map(move |start| {
+            let _open = &slot;
+            let end = (start + SCAN_BATCH_ROWS).min(view.len());
+            let points: Vec<_> = (start..end).filter_map(|i| view.point(i)).collect();
+            batches::scan_batch(&def, &rows, &selector, &points)
+                .map_err(|e| FlightError::Tonic(Box::new(Status::from(e))))
+        });
+        let encoded = FlightDataEncoderBuilder::new()
+            .with_schema(schema)
+            .build(batches)
+            .map_err(Status::from);
+        Ok(Box::pin(encoded))
+    }
+
     /// Lets a call through if its metadata carries a read key and a request
     /// slot is free (held until the returned permit drops); counts a
     /// refusal under `api="flight_auth"` or `api="flight_limit"`.
@@ -264,10 +308,23 @@ impl FlightService for EddyFlight {
         &self,
         request: Request<Ticket>,
     ) -> Result<Response<Self::DoGetStream>, Status> {
-        let _slot = self.authorize(request.metadata())?;
+        let slot = self.authorize(request.metadata())?;
         let started = Instant::now();
+        let ticket = match request::parse_do_get(&request.get_ref().ticket) {
+            Ok(request::DoGetTicket::Search(ticket)) => Ok(ticket),
+            Ok(request::DoGetTicket::Scan {
+                collection,
+                request,
+            }) => {
+                let scan = self.scan(&collection, request, slot).await;
+                return self
+                    .observed("flight_scan", started, scan)
+                    .map(Response::new);
+            }
+            Err(e) => Err(e),
+        };
         let r = async {
-            let ticket = request::parse_ticket(&request.get_ref().ticket)?;
+            let ticket = ticket?;
             let collection = self.engine.collection(&ticket.collection)?;
             let def = collection.def();
             let search = Arc::new(PreparedSearch::new(def, ticket.request)?);

@@ -24,7 +24,8 @@ use crate::error::ApiError;
 use crate::policy::CollectionPolicy;
 use crate::prepared::{PreparedSearch, QueryBatch};
 use crate::request::{
-    SearchRequest, SearchRequestJson, Vectors, MAX_ANSWER_HITS, MAX_BATCH_GROUPS, MAX_BATCH_QUERIES,
+    ScanRequestJson, SearchRequest, SearchRequestJson, Vectors, MAX_ANSWER_HITS, MAX_BATCH_GROUPS,
+    MAX_BATCH_QUERIES,
 };
 use crate::results::{BatchResult, Hit};
 
@@ -58,6 +59,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/v1/collections/{c}/search/batch", post(search_batch))
         .route("/v1/collections/{c}/points/{id}", get(get_point))
         .route("/v1/collections/{c}/count", post(count))
+        .route("/v1/collections/{c}/scroll", post(scroll))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -447,12 +449,17 @@ async fn count(
             Err(JsonRejection::MissingJsonContentType(_)) => CountBody::default(),
             other => body(other)?,
         };
-        if b.filter.is_some() {
-            return Err(ApiError::BadRequest(
-                "payload filters are not supported by this version yet".into(),
-            ));
-        }
-        let (count, offsets) = collection.count();
+        let (count, offsets) = match b.filter {
+            None => collection.count(),
+            Some(filter) => {
+                let filter = parse_filter(&collection, &filter)?;
+                let counted = collection.clone();
+                state
+                    .engine
+                    .on_pool(move || counted.count_matching(Some(&filter)))
+                    .await?
+            }
+        };
         let mut answer = json!({"count": count, "offsets": offsets});
         let stale = collection.staleness();
         if !stale.is_empty() {
@@ -467,6 +474,79 @@ async fn count(
 /// when some serve without quarantined segments (the rest is served: taking
 /// the replica out of rotation would not help); `503` while a collection
 /// loads or its tail is over its bound.
+/// A request's payload filter, checked against the collection's fields.
+fn parse_filter(collection: &Collection, filter: &Value) -> Result<eddy_filter::Filter, ApiError> {
+    eddy_filter::Filter::parse(filter, &collection.def().payload_fields)
+        .map_err(|e| ApiError::BadRequest(e.to_string()))
+}
+
+/// `POST /v1/collections/{c}/scroll`: one page of the live points (a filter
+/// may narrow them) in id order, after the id `after`; `next_after` is the
+/// `after` of the next page, absent on the last one.
+async fn scroll(
+    State(state): State<HttpState>,
+    Path(c): Path<String>,
+    payload: Result<Json<ScanRequestJson>, JsonRejection>,
+) -> Response {
+    observed(&state, "http_scroll", async {
+        let collection = state.engine.collection(&c)?;
+        let request = body(payload)?.into_request()?;
+        if let Some(named) = request.collection.as_ref().filter(|n| **n != c) {
+            return Err(ApiError::BadRequest(format!(
+                "body names collection {named:?}, path names {c:?}"
+            )));
+        }
+        let filter = request
+            .filter
+            .as_ref()
+            .map(|f| parse_filter(&collection, f))
+            .transpose()?;
+        let id_type = collection.def().id_type;
+        let after = request
+            .after
+            .as_ref()
+            .map(|v| {
+                let text = match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                PointId::parse(&text, id_type)
+                    .map_err(|e| ApiError::BadRequest(format!("after: {e}")))
+            })
+            .transpose()?;
+        let answer = state
+            .engine
+            .on_pool(move || {
+                let view = collection.view(filter.as_ref());
+                let (page, more) = view.page(after.as_ref(), request.limit);
+                let mut last = None;
+                let points: Vec<Value> = page
+                    .iter()
+                    .filter_map(|&i| view.point(i))
+                    .map(|p| {
+                        let mut point = json!({"id": p.id});
+                        if let Some(payload) = crate::results::HitPayload::select(
+                            p.payload_json,
+                            &request.with_payload,
+                        ) {
+                            point["payload"] = json!(payload);
+                        }
+                        if request.with_vector {
+                            point["vector"] = json!(p.vector);
+                        }
+                        last = Some(p.id);
+                        point
+                    })
+                    .collect();
+                let next = if more { last } else { None };
+                json!({"points": points, "next_after": next, "offsets": view.offsets})
+            })
+            .await?;
+        Ok(Json(answer).into_response())
+    })
+    .await
+}
+
 async fn readyz(State(state): State<HttpState>) -> Response {
     let not_ready: BTreeMap<String, String> = state.engine.not_ready().into_iter().collect();
     let degraded: BTreeMap<String, String> = state.engine.degraded().into_iter().collect();

@@ -35,6 +35,72 @@ pub fn check_answer_size(queries: usize, k: usize) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Points per scroll page when a request does not say.
+pub const DEFAULT_SCROLL_LIMIT: usize = 100;
+/// Most points per scroll page.
+pub const MAX_SCROLL_LIMIT: usize = 10_000;
+
+/// A scan of a collection's live points (HTTP scroll, Flight scan ticket):
+/// which points, which columns, and where a scroll resumes.
+#[derive(Debug, Clone, Default)]
+pub struct ScanRequest {
+    /// The collection (a Flight ticket names it; HTTP takes the path's).
+    pub collection: Option<String>,
+    /// A payload filter (the search filter language).
+    pub filter: Option<Value>,
+    /// Points per page (scroll).
+    pub limit: usize,
+    /// Resume after this id (scroll; the previous page's `next_after`).
+    pub after: Option<Value>,
+    /// Which payload fields to return.
+    pub with_payload: PayloadSelector,
+    /// Whether to return vectors.
+    pub with_vector: bool,
+}
+
+/// The JSON form of a [`ScanRequest`]: an HTTP scroll body, or a Flight
+/// ticket whose `scan` names the collection.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScanRequestJson {
+    #[serde(default)]
+    scan: Option<String>,
+    #[serde(default)]
+    filter: Option<Value>,
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    after: Option<Value>,
+    #[serde(default)]
+    with_payload: Option<Value>,
+    #[serde(default)]
+    with_vector: bool,
+}
+
+impl ScanRequestJson {
+    /// Checks the values and applies defaults (payload: all of it).
+    pub fn into_request(self) -> Result<ScanRequest, ApiError> {
+        let limit = self.limit.unwrap_or(DEFAULT_SCROLL_LIMIT);
+        if limit == 0 || limit > MAX_SCROLL_LIMIT {
+            return Err(ApiError::BadRequest(format!(
+                "limit must be in 1..={MAX_SCROLL_LIMIT}, got {limit}"
+            )));
+        }
+        let with_payload = match self.with_payload {
+            None => PayloadSelector::All,
+            some => selector(some)?,
+        };
+        Ok(ScanRequest {
+            collection: self.scan,
+            filter: self.filter,
+            limit,
+            after: self.after,
+            with_payload,
+            with_vector: self.with_vector,
+        })
+    }
+}
+
 /// Largest number of query vectors in one request (or one DoExchange batch).
 pub const MAX_BATCH_QUERIES: usize = 10_000;
 /// Largest number of different option sets in one HTTP batch: each runs as

@@ -5,6 +5,7 @@
 
 mod search;
 mod snapshot;
+mod view;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,6 +18,7 @@ use tokio::time::Instant;
 
 pub use search::PointRecord;
 pub use snapshot::{LoadedSegment, Quarantined, Snapshot};
+pub use view::{LiveView, ViewPoint};
 
 /// What a collection serves: the installed snapshot plus the tail;
 /// everything a query reads, changed only under the write lock.

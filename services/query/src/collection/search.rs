@@ -80,17 +80,8 @@ fn search_one(served: &Served, query: &[f32], search: &PreparedSearch) -> Vec<Hi
     let metric = served.tail.metric();
     let filter = search.filter.as_ref();
     let mut candidates: Vec<(Neighbor, Source)> = Vec::new();
-    let tail_accept = |row: u32| {
-        filter.is_none_or(|f| {
-            let json = served.tail.row(row).payload_json;
-            let payload = if json.is_empty() {
-                serde_json::Value::Object(Default::default())
-            } else {
-                serde_json::from_slice(json).unwrap_or(serde_json::Value::Null)
-            };
-            f.matches(&payload)
-        })
-    };
+    let tail_accept =
+        |row: u32| filter.is_none_or(|f| f.matches_json(served.tail.row(row).payload_json));
     for n in served.tail.search(query, k, &tail_accept) {
         candidates.push((n, Source::Tail(n.row)));
     }

@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::error::ApiError;
 use crate::prepared::QueryBatch;
 use crate::request::PayloadSelector;
-use crate::results::Hit;
+use crate::results::{Hit, HitPayload};
 
 /// Name of the input column holding query vectors.
 pub const VECTOR_COLUMN: &str = "vector";
@@ -100,26 +100,155 @@ fn payload_type(def: &CollectionDef, field: &str) -> DataType {
 
 /// The result schema for a collection and payload selection.
 pub fn result_schema(def: &CollectionDef, with_payload: &PayloadSelector) -> SchemaRef {
-    let id_type = match def.id_type {
-        IdType::U64 => DataType::UInt64,
-        IdType::String => DataType::Utf8,
-    };
     let mut fields = vec![
         Field::new("query_index", DataType::UInt32, false),
         Field::new("rank", DataType::UInt32, false),
-        Field::new("id", id_type, false),
+        Field::new("id", id_data_type(def), false),
         Field::new("score", DataType::Float32, false),
     ];
+    fields.extend(payload_fields(def, with_payload));
+    Arc::new(Schema::new(fields))
+}
+
+fn id_data_type(def: &CollectionDef) -> DataType {
+    match def.id_type {
+        IdType::U64 => DataType::UInt64,
+        IdType::String => DataType::Utf8,
+    }
+}
+
+/// The payload columns a selection adds: `payload` (JSON text) for all of
+/// it, else one typed column per field.
+fn payload_fields(def: &CollectionDef, with_payload: &PayloadSelector) -> Vec<Field> {
     match with_payload {
-        PayloadSelector::None => {}
-        PayloadSelector::All => fields.push(Field::new("payload", DataType::Utf8, true)),
-        PayloadSelector::Fields(names) => {
-            for name in names {
-                fields.push(Field::new(name, payload_type(def, name), true));
+        PayloadSelector::None => Vec::new(),
+        PayloadSelector::All => vec![Field::new("payload", DataType::Utf8, true)],
+        PayloadSelector::Fields(names) => names
+            .iter()
+            .map(|name| Field::new(name, payload_type(def, name), true))
+            .collect(),
+    }
+}
+
+/// The schema of a scan: `id`, `vector` when asked for, then the payload
+/// columns.
+pub fn scan_schema(
+    def: &CollectionDef,
+    with_payload: &PayloadSelector,
+    with_vector: bool,
+) -> SchemaRef {
+    let mut fields = vec![Field::new("id", id_data_type(def), false)];
+    if with_vector {
+        let item = Arc::new(Field::new("item", DataType::Float32, false));
+        fields.push(Field::new(
+            VECTOR_COLUMN,
+            DataType::FixedSizeList(item, def.dimension as i32),
+            false,
+        ));
+    }
+    fields.extend(payload_fields(def, with_payload));
+    Arc::new(Schema::new(fields))
+}
+
+/// One scan batch: the points' ids, vectors (when `schema` has them) and
+/// selected payloads.
+pub fn scan_batch(
+    def: &CollectionDef,
+    schema: &SchemaRef,
+    with_payload: &PayloadSelector,
+    points: &[crate::collection::ViewPoint<'_>],
+) -> Result<RecordBatch, ApiError> {
+    let mut columns = vec![id_column(def, points.iter().map(|p| &p.id))];
+    if schema.field_with_name(VECTOR_COLUMN).is_ok() {
+        let dim = def.dimension as usize;
+        let mut values = Vec::with_capacity(points.len() * dim);
+        for p in points {
+            values.extend_from_slice(p.vector);
+        }
+        let item = Arc::new(Field::new("item", DataType::Float32, false));
+        let list = FixedSizeListArray::try_new(
+            item,
+            dim as i32,
+            Arc::new(Float32Array::from(values)),
+            None,
+        )
+        .map_err(|e| ApiError::Internal(format!("building vectors: {e}")))?;
+        columns.push(Arc::new(list));
+    }
+    let payloads: Vec<Option<HitPayload>> = points
+        .iter()
+        .map(|p| HitPayload::select(p.payload_json, with_payload))
+        .collect();
+    let payloads: Vec<Option<&HitPayload>> = payloads.iter().map(Option::as_ref).collect();
+    columns.extend(payload_columns(def, with_payload, &payloads));
+    RecordBatch::try_new(schema.clone(), columns)
+        .map_err(|e| ApiError::Internal(format!("building a scan batch: {e}")))
+}
+
+fn id_column<'a>(def: &CollectionDef, ids: impl Iterator<Item = &'a PointId>) -> ArrayRef {
+    match def.id_type {
+        IdType::U64 => Arc::new(UInt64Array::from_iter_values(ids.map(|id| match id {
+            PointId::Num(n) => *n,
+            PointId::Str(_) => 0,
+        }))),
+        IdType::String => Arc::new(StringArray::from_iter_values(ids.map(|id| id.to_string()))),
+    }
+}
+
+/// The payload columns of rows whose selected payloads are `payloads`.
+fn payload_columns(
+    def: &CollectionDef,
+    with_payload: &PayloadSelector,
+    payloads: &[Option<&HitPayload>],
+) -> Vec<ArrayRef> {
+    match with_payload {
+        PayloadSelector::None => Vec::new(),
+        PayloadSelector::All => {
+            let mut b = StringBuilder::new();
+            for p in payloads {
+                match p {
+                    Some(p) => b.append_value(p.json_text()),
+                    None => b.append_null(),
+                }
             }
+            vec![Arc::new(b.finish())]
+        }
+        PayloadSelector::Fields(names) => names
+            .iter()
+            .map(|name| {
+                let values = payloads
+                    .iter()
+                    .map(|p| p.and_then(|p| p.field(name)).filter(|v| !v.is_null()));
+                typed_column(payload_type(def, name), values)
+            })
+            .collect(),
+    }
+}
+
+/// A column of JSON values as `data_type` (values of another type are null).
+fn typed_column(data_type: DataType, values: impl Iterator<Item = Option<Value>>) -> ArrayRef {
+    match data_type {
+        DataType::Int64 => {
+            let mut b = Int64Builder::new();
+            values.for_each(|v| b.append_option(v.as_ref().and_then(Value::as_i64)));
+            Arc::new(b.finish())
+        }
+        DataType::Float64 => {
+            let mut b = Float64Builder::new();
+            values.for_each(|v| b.append_option(v.as_ref().and_then(Value::as_f64)));
+            Arc::new(b.finish())
+        }
+        DataType::Boolean => {
+            let mut b = BooleanBuilder::new();
+            values.for_each(|v| b.append_option(v.as_ref().and_then(Value::as_bool)));
+            Arc::new(b.finish())
+        }
+        _ => {
+            let mut b = StringBuilder::new();
+            values.for_each(|v| b.append_option(v.as_ref().map(text)));
+            Arc::new(b.finish())
         }
     }
-    Arc::new(Schema::new(fields))
 }
 
 fn text(v: &Value) -> String {
@@ -150,66 +279,12 @@ pub fn results_batch(
         Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.0))),
         Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.1))),
     ];
-    columns.push(match def.id_type {
-        IdType::U64 => Arc::new(UInt64Array::from_iter_values(rows.iter().map(
-            |r| match &r.2.id {
-                PointId::Num(n) => *n,
-                PointId::Str(_) => 0,
-            },
-        ))),
-        IdType::String => Arc::new(StringArray::from_iter_values(
-            rows.iter().map(|r| r.2.id.to_string()),
-        )),
-    });
+    columns.push(id_column(def, rows.iter().map(|r| &r.2.id)));
     columns.push(Arc::new(Float32Array::from_iter_values(
         rows.iter().map(|r| r.2.score),
     )));
-    match with_payload {
-        PayloadSelector::None => {}
-        PayloadSelector::All => {
-            let mut b = StringBuilder::new();
-            for r in &rows {
-                match &r.2.payload {
-                    Some(p) => b.append_value(p.json_text()),
-                    None => b.append_null(),
-                }
-            }
-            columns.push(Arc::new(b.finish()));
-        }
-        PayloadSelector::Fields(names) => {
-            for name in names {
-                let values = rows.iter().map(|r| {
-                    r.2.payload
-                        .as_ref()
-                        .and_then(|p| p.field(name))
-                        .filter(|v| !v.is_null())
-                });
-                let column: ArrayRef = match payload_type(def, name) {
-                    DataType::Int64 => {
-                        let mut b = Int64Builder::new();
-                        values.for_each(|v| b.append_option(v.as_ref().and_then(Value::as_i64)));
-                        Arc::new(b.finish())
-                    }
-                    DataType::Float64 => {
-                        let mut b = Float64Builder::new();
-                        values.for_each(|v| b.append_option(v.as_ref().and_then(Value::as_f64)));
-                        Arc::new(b.finish())
-                    }
-                    DataType::Boolean => {
-                        let mut b = BooleanBuilder::new();
-                        values.for_each(|v| b.append_option(v.as_ref().and_then(Value::as_bool)));
-                        Arc::new(b.finish())
-                    }
-                    _ => {
-                        let mut b = StringBuilder::new();
-                        values.for_each(|v| b.append_option(v.as_ref().map(text)));
-                        Arc::new(b.finish())
-                    }
-                };
-                columns.push(column);
-            }
-        }
-    }
+    let payloads: Vec<Option<&HitPayload>> = rows.iter().map(|r| r.2.payload.as_ref()).collect();
+    columns.extend(payload_columns(def, with_payload, &payloads));
     RecordBatch::try_new(schema.clone(), columns)
         .map_err(|e| ApiError::Internal(format!("building results: {e}")))
 }

@@ -39,6 +39,40 @@ fn collection_of(named: Option<String>) -> Result<String, ApiError> {
 }
 
 /// Parses a DoGet ticket.
+/// A DoGet ticket: a search, or a scan of the collection's points.
+#[derive(Debug)]
+pub enum DoGetTicket {
+    /// Search these vectors.
+    Search(ParsedTicket),
+    /// Stream the live points of `collection` (a filter may narrow them).
+    Scan {
+        /// The collection.
+        collection: String,
+        /// Filter, columns.
+        request: crate::request::ScanRequest,
+    },
+}
+
+/// Parses a DoGet ticket: JSON `{"scan": "c", ...}` is a scan, anything
+/// else a search ticket ([`parse_ticket`]).
+pub fn parse_do_get(bytes: &[u8]) -> Result<DoGetTicket, ApiError> {
+    if looks_like_json(bytes) {
+        // A search ticket fails this at its first key (`collection`,
+        // `vectors`): the search path pays next to nothing for it.
+        if let Ok(scan) = serde_json::from_slice::<crate::request::ScanRequestJson>(bytes) {
+            let request = scan.into_request()?;
+            if let Some(collection) = request.collection.clone() {
+                return Ok(DoGetTicket::Scan {
+                    collection,
+                    request,
+                });
+            }
+        }
+    }
+    parse_ticket(bytes).map(DoGetTicket::Search)
+}
+
+/// Parses a search ticket: JSON or a protobuf `eddy.v1.SearchTicket`.
 pub fn parse_ticket(bytes: &[u8]) -> Result<ParsedTicket, ApiError> {
     if looks_like_json(bytes) {
         let parsed = SearchRequestJson::from_slice(bytes)?.into_parts()?;

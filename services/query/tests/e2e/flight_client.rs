@@ -343,3 +343,75 @@ pub async fn exchange_carries_input_columns(
         "{err:?}"
     );
 }
+
+/// A DoGet scan ticket streams every live point once, with its vector and
+/// the asked payload fields; a filter narrows it.
+pub async fn scan_streams_every_live_point(
+    cluster: &Cluster,
+    collection: &str,
+    points: &BTreeMap<u64, Vec<f32>>,
+) {
+    let mut c = client(cluster).await;
+    let ticket = json!({"scan": collection, "with_vector": true, "with_payload": ["kind", "i"]});
+    let batches: Vec<RecordBatch> = c
+        .do_get(Ticket::new(ticket.to_string()))
+        .await
+        .expect("scan")
+        .try_collect()
+        .await
+        .expect("batches");
+    let mut seen = BTreeMap::new();
+    for b in &batches {
+        let ids = b
+            .column(0)
+            .as_any()
+            .downcast_ref::<UInt64Array>()
+            .expect("ids");
+        let vectors = b
+            .column_by_name("vector")
+            .and_then(|v| v.as_any().downcast_ref::<FixedSizeListArray>())
+            .expect("vectors");
+        let kinds = b
+            .column_by_name("kind")
+            .and_then(|v| v.as_any().downcast_ref::<arrow_array::StringArray>())
+            .expect("kind");
+        let is = b
+            .column_by_name("i")
+            .and_then(|v| v.as_any().downcast_ref::<arrow_array::Int64Array>())
+            .expect("i");
+        for row in 0..b.num_rows() {
+            let id = ids.value(row);
+            let v = vectors.value(row);
+            let v = v.as_any().downcast_ref::<Float32Array>().expect("f32");
+            assert_eq!(kinds.value(row), format!("k{}", id % 3));
+            assert_eq!(is.value(row), id as i64);
+            assert!(seen.insert(id, v.values().to_vec()).is_none(), "{id} twice");
+        }
+    }
+    assert_eq!(&seen, points, "every live point with its vector");
+
+    let filtered = json!({"scan": collection,
+        "filter": {"must": [{"key": "kind", "match": {"value": "k1"}}]}, "with_payload": false});
+    let batches: Vec<RecordBatch> = c
+        .do_get(Ticket::new(filtered.to_string()))
+        .await
+        .expect("filtered scan")
+        .try_collect()
+        .await
+        .expect("batches");
+    let mut ids: Vec<u64> = batches
+        .iter()
+        .flat_map(|b| {
+            let ids = b
+                .column(0)
+                .as_any()
+                .downcast_ref::<UInt64Array>()
+                .expect("ids");
+            ids.values().to_vec()
+        })
+        .collect();
+    ids.sort_unstable();
+    let want: Vec<u64> = points.keys().copied().filter(|id| id % 3 == 1).collect();
+    assert_eq!(ids, want);
+    assert!(batches.iter().all(|b| b.num_columns() == 1), "ids only");
+}

@@ -481,3 +481,71 @@ pub async fn bad_requests_get_clear_4xx(cluster: &Cluster, collection: &str) {
         "{m}"
     );
 }
+
+/// `count` with a filter counts what a search would find; `scroll` pages
+/// through the live points in id order (a filter narrowing them, vectors
+/// when asked), each page resuming after the previous one's `next_after`.
+pub async fn filtered_count_and_scroll(
+    cluster: &Cluster,
+    collection: &str,
+    points: &BTreeMap<u64, Vec<f32>>,
+) {
+    let k2 = json!({"must": [{"key": "kind", "match": {"value": "k2"}}]});
+    let want: Vec<u64> = points.keys().copied().filter(|id| id % 3 == 2).collect();
+    let counted: Value = cluster
+        .http
+        .post(cluster.url(&format!("/v1/collections/{collection}/count")))
+        .json(&json!({"filter": k2}))
+        .send()
+        .await
+        .expect("count")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(counted["count"], want.len(), "{counted}");
+
+    let mut seen: Vec<u64> = Vec::new();
+    let mut after = Value::Null;
+    let mut pages = 0;
+    loop {
+        let mut body =
+            json!({"filter": k2, "limit": 17, "with_vector": true, "with_payload": ["i"]});
+        if !after.is_null() {
+            body["after"] = after.clone();
+        }
+        let page: Value = cluster
+            .http
+            .post(cluster.url(&format!("/v1/collections/{collection}/scroll")))
+            .json(&body)
+            .send()
+            .await
+            .expect("scroll")
+            .json()
+            .await
+            .expect("json");
+        pages += 1;
+        for p in page["points"].as_array().expect("points") {
+            let id = p["id"].as_u64().expect("id");
+            assert_eq!(p["payload"]["i"], id, "{p}");
+            let vector: Vec<f32> = serde_json::from_value(p["vector"].clone()).expect("vector");
+            assert_eq!(&vector, &points[&id], "the stored vector of {id}");
+            seen.push(id);
+        }
+        after = page["next_after"].clone();
+        if after.is_null() {
+            break;
+        }
+        assert!(pages < 100, "scroll does not end");
+    }
+    assert_eq!(seen, want, "every k2 point once, in id order");
+    assert_eq!(pages, want.len().div_ceil(17));
+
+    let bad = cluster
+        .http
+        .post(cluster.url(&format!("/v1/collections/{collection}/scroll")))
+        .json(&json!({"limit": 0}))
+        .send()
+        .await
+        .expect("scroll");
+    assert_eq!(bad.status(), reqwest::StatusCode::BAD_REQUEST);
+}

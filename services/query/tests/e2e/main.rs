@@ -50,6 +50,8 @@ async fn kafka_to_http_and_flight() {
     http_api::every_point_is_found_with_its_exact_score(&cluster, COLLECTION, &points).await;
     eprintln!("step: filtered_search_matches_exact (tail)");
     http_api::filtered_search_matches_exact(&cluster, COLLECTION, &points).await;
+    eprintln!("step: filtered_count_and_scroll (tail)");
+    http_api::filtered_count_and_scroll(&cluster, COLLECTION, &points).await;
     cluster.wait_sealed(COLLECTION).await;
     let indexed = cluster.wait_indexed(COLLECTION).await;
     eprintln!("step: {indexed} segments indexed; every_point_is_found_with_its_exact_score");
@@ -58,6 +60,10 @@ async fn kafka_to_http_and_flight() {
     http_api::search_matches_exact_top_k(&cluster, COLLECTION, &points).await;
     eprintln!("step: filtered_search_matches_exact (graphs)");
     http_api::filtered_search_matches_exact(&cluster, COLLECTION, &points).await;
+    eprintln!("step: filtered_count_and_scroll");
+    http_api::filtered_count_and_scroll(&cluster, COLLECTION, &points).await;
+    eprintln!("step: scan_streams_every_live_point");
+    flight_client::scan_streams_every_live_point(&cluster, COLLECTION, &points).await;
 
     eprintln!("step: do_get_and_exchange_match_exact");
     flight_client::do_get_and_exchange_match_exact(&cluster, COLLECTION, &points).await;
