@@ -83,6 +83,12 @@ pub struct QueryConfig {
     #[arg(long, env = "EDDY_EXCHANGE_IDLE_MS", default_value_t = 60_000)]
     pub exchange_idle_ms: u64,
 
+    /// How long a pinned snapshot (GetFlightInfo) lives unused, in
+    /// seconds; each use extends it. Its store lease keeps garbage
+    /// collection away from its files for as long.
+    #[arg(long, env = "EDDY_SNAPSHOT_TTL_SECS", default_value_t = 600)]
+    pub snapshot_ttl_secs: u64,
+
     /// API keys that may read (search, points, count, listings, metrics),
     /// comma-separated. With no key configured at all the service is open,
     /// which it allows only on loopback listeners (or with
@@ -189,6 +195,7 @@ impl QueryConfig {
             request_timeout: Duration::from_millis(self.request_timeout_ms.max(1)),
             max_concurrent_requests: self.max_concurrent_requests,
             exchange_idle: Duration::from_millis(self.exchange_idle_ms.max(1)),
+            snapshot_ttl: Duration::from_secs(self.snapshot_ttl_secs.max(1)),
         })
     }
 }

@@ -17,6 +17,7 @@ use crate::collection::Collection;
 use crate::cpu::{guarded, SearchPool};
 use crate::error::ApiError;
 use crate::metrics::QueryMetrics;
+use crate::pins::{PinInfo, Pins};
 use crate::prepared::{PreparedSearch, QueryBatch};
 use crate::request::check_answer_size;
 use crate::results::BatchResult;
@@ -53,7 +54,12 @@ pub struct EngineOptions {
     pub max_concurrent_requests: usize,
     /// Longest a DoExchange waits for its client's next batch.
     pub exchange_idle: Duration,
+    /// How long an unused pinned snapshot lives.
+    pub snapshot_ttl: Duration,
 }
+
+/// Pinned snapshots held at most.
+pub const MAX_PINNED_SNAPSHOTS: usize = 1_024;
 
 /// Shared state of the query service.
 pub struct Engine {
@@ -65,6 +71,8 @@ pub struct Engine {
     admission: Admission,
     /// Requests served at once, over both doors.
     pub requests: RequestSlots,
+    /// Pinned snapshots.
+    pub pins: Pins,
     opts: EngineOptions,
 }
 
@@ -87,6 +95,7 @@ impl Engine {
             metrics,
             admission,
             requests: RequestSlots::new(opts.max_concurrent_requests),
+            pins: Pins::new(opts.snapshot_ttl, MAX_PINNED_SNAPSHOTS),
             opts,
         }))
     }
@@ -108,6 +117,27 @@ impl Engine {
             .get(name)
             .cloned()
             .ok_or_else(|| ApiError::NotFound(format!("collection {name:?} does not exist")))
+    }
+
+    /// The collection `name` as a request reads it: live, or the pinned
+    /// snapshot `snapshot` names.
+    pub fn collection_at(
+        &self,
+        name: &str,
+        snapshot: Option<&str>,
+    ) -> Result<Arc<Collection>, ApiError> {
+        match snapshot {
+            None => self.collection(name),
+            Some(token) => self.pins.get(name, token),
+        }
+    }
+
+    /// Pins what collection `name` serves now (see [`crate::pins`]).
+    pub fn pin(&self, name: &str) -> Result<(PinInfo, Arc<Collection>), ApiError> {
+        let live = self.collection(name)?;
+        let info = self.pins.pin(&self.store, &live)?;
+        let pinned = self.pins.get(name, &info.token)?;
+        Ok((info, pinned))
     }
 
     /// Every served collection, by name.

@@ -1,8 +1,9 @@
-//! The Arrow Flight service: `ListFlights`, `GetFlightInfo`, `GetSchema`,
-//! `DoGet` with a search ticket and `DoExchange` with batches of query
-//! vectors. Results stream as RecordBatches with columns
-//! `query_index: UInt32, rank: UInt32, id: UInt64|Utf8, score: Float32` and
-//! the requested payload columns.
+//! The Arrow Flight service: `ListFlights`, `GetFlightInfo` (pins a
+//! snapshot; its ticket scans it), `GetSchema`, `DoGet` with a search or
+//! scan ticket and `DoExchange` with batches of query vectors. Search
+//! results stream as RecordBatches with columns `query_index: UInt32,
+//! rank: UInt32, id: UInt64|Utf8, score: Float32` and the requested payload
+//! columns.
 
 mod batches;
 mod request;
@@ -30,6 +31,7 @@ use crate::auth::{self, ApiKeys, Scope};
 use crate::collection::Collection;
 use crate::engine::Engine;
 use crate::error::ApiError;
+use crate::pins::PinInfo;
 use crate::prepared::{PreparedSearch, QueryBatch};
 use crate::request::PayloadSelector;
 
@@ -63,11 +65,25 @@ fn collection_path(descriptor: &FlightDescriptor) -> Result<String, ApiError> {
     }
 }
 
-fn flight_info(collection: &Collection) -> Result<FlightInfo, ApiError> {
+/// The FlightInfo of a collection: its endpoint's ticket scans it (every
+/// live point with its vector and payload: `DoGet` on it exports the
+/// collection). With `pin`, the ticket reads that pinned snapshot and the
+/// app metadata says which (token, version, offsets, TTL).
+fn flight_info(collection: &Collection, pin: Option<&PinInfo>) -> Result<FlightInfo, ApiError> {
     let def = collection.def();
-    let schema = result_schema(def, &PayloadSelector::None);
+    let schema = batches::scan_schema(def, &PayloadSelector::All, true);
     let (rows, _) = collection.count();
-    let ticket = serde_json::json!({"collection": def.name, "vectors": [], "k": 10});
+    let mut ticket = serde_json::json!({"scan": def.name, "with_vector": true});
+    let mut metadata = serde_json::json!({
+        "dimension": def.dimension,
+        "metric": def.metric,
+        "id_type": def.id_type,
+        "topic": def.topic,
+    });
+    if let Some(pin) = pin {
+        ticket["snapshot"] = serde_json::json!(pin.token);
+        metadata["snapshot"] = serde_json::json!(pin);
+    }
     Ok(FlightInfo::new()
         .try_with_schema(&schema)
         .map_err(|e| ApiError::Internal(e.to_string()))?
@@ -77,15 +93,7 @@ fn flight_info(collection: &Collection) -> Result<FlightInfo, ApiError> {
         ]))
         .with_total_records(rows as i64)
         .with_endpoint(FlightEndpoint::new().with_ticket(Ticket::new(ticket.to_string())))
-        .with_app_metadata(
-            serde_json::json!({
-                "dimension": def.dimension,
-                "metric": def.metric,
-                "id_type": def.id_type,
-                "topic": def.topic,
-            })
-            .to_string(),
-        ))
+        .with_app_metadata(metadata.to_string()))
 }
 
 /// The key a call's metadata presents.
@@ -106,7 +114,9 @@ impl EddyFlight {
         request: crate::request::ScanRequest,
         slot: OwnedSemaphorePermit,
     ) -> Result<FlightStream<FlightData>, ApiError> {
-        let collection = self.engine.collection(collection)?;
+        let collection = self
+            .engine
+            .collection_at(collection, request.snapshot.as_deref())?;
         let def = collection.def().clone();
         let filter = request
             .filter
@@ -263,7 +273,7 @@ impl FlightService for EddyFlight {
             .engine
             .collections()
             .iter()
-            .map(|c| flight_info(c).map_err(Status::from))
+            .map(|c| flight_info(c, None).map_err(Status::from))
             .collect();
         Ok(Response::new(Box::pin(stream::iter(infos))))
     }
@@ -274,9 +284,12 @@ impl FlightService for EddyFlight {
     ) -> Result<Response<FlightInfo>, Status> {
         let _slot = self.authorize(request.metadata())?;
         let started = Instant::now();
+        // Each GetFlightInfo pins what the collection serves now: a job
+        // reads one consistent view through the returned ticket, or names
+        // the pin in its searches.
         let r = collection_path(request.get_ref())
-            .and_then(|name| self.engine.collection(&name))
-            .and_then(|c| flight_info(&c));
+            .and_then(|name| self.engine.pin(&name))
+            .and_then(|(pin, pinned)| flight_info(&pinned, Some(&pin)));
         self.observed("flight_info", started, r).map(Response::new)
     }
 
@@ -325,7 +338,9 @@ impl FlightService for EddyFlight {
         };
         let r = async {
             let ticket = ticket?;
-            let collection = self.engine.collection(&ticket.collection)?;
+            let collection = self
+                .engine
+                .collection_at(&ticket.collection, ticket.request.snapshot.as_deref())?;
             let def = collection.def();
             let search = Arc::new(PreparedSearch::new(def, ticket.request)?);
             let schema = result_schema(def, &search.params.with_payload);
@@ -383,7 +398,9 @@ impl FlightService for EddyFlight {
                 )
             })?;
             let command = request::parse_exchange_command(&descriptor.cmd)?;
-            let collection = self.engine.collection(&command.collection)?;
+            let collection = self
+                .engine
+                .collection_at(&command.collection, command.request.snapshot.as_deref())?;
             let search = Arc::new(PreparedSearch::new(collection.def(), command.request)?);
             Ok::<_, ApiError>((search, collection))
         })();

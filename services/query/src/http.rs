@@ -201,7 +201,9 @@ async fn search(
     observed(&state, "http_search", async {
         let started = Instant::now();
         let (vector, request) = one_search(body(payload)?, &c)?;
-        let collection = state.engine.collection(&c)?;
+        let collection = state
+            .engine
+            .collection_at(&c, request.snapshot.as_deref())?;
         let search = Arc::new(PreparedSearch::new(collection.def(), request)?);
         let queries = QueryBatch::new(collection.def(), Vectors::Rows(vec![vector]))?;
         let result = state.engine.search(&collection, &search, queries).await?;
@@ -276,7 +278,14 @@ async fn search_batch(
                 "the batch asks for {hits} hits in all; one answer holds at most {MAX_ANSWER_HITS}"
             )));
         }
-        let collection = state.engine.collection(&c)?;
+        let snapshot = groups.first().and_then(|g| g.request.snapshot.clone());
+        if groups.iter().any(|g| g.request.snapshot != snapshot) {
+            return Err(ApiError::BadRequest(
+                "the searches of a batch name different snapshots; send one batch per snapshot"
+                    .into(),
+            ));
+        }
+        let collection = state.engine.collection_at(&c, snapshot.as_deref())?;
         let def = collection.def();
         let mut runs = Vec::with_capacity(groups.len());
         for group in groups {
@@ -435,6 +444,8 @@ async fn get_point(
 struct CountBody {
     #[serde(default)]
     filter: Option<Value>,
+    #[serde(default)]
+    snapshot: Option<String>,
 }
 
 async fn count(
@@ -443,12 +454,12 @@ async fn count(
     payload: Result<Json<CountBody>, JsonRejection>,
 ) -> Response {
     observed(&state, "http_count", async {
-        let collection = state.engine.collection(&c)?;
         // An empty body counts everything.
         let b = match payload {
             Err(JsonRejection::MissingJsonContentType(_)) => CountBody::default(),
             other => body(other)?,
         };
+        let collection = state.engine.collection_at(&c, b.snapshot.as_deref())?;
         let (count, offsets) = match b.filter {
             None => collection.count(),
             Some(filter) => {
@@ -489,8 +500,10 @@ async fn scroll(
     payload: Result<Json<ScanRequestJson>, JsonRejection>,
 ) -> Response {
     observed(&state, "http_scroll", async {
-        let collection = state.engine.collection(&c)?;
         let request = body(payload)?.into_request()?;
+        let collection = state
+            .engine
+            .collection_at(&c, request.snapshot.as_deref())?;
         if let Some(named) = request.collection.as_ref().filter(|n| **n != c) {
             return Err(ApiError::BadRequest(format!(
                 "body names collection {named:?}, path names {c:?}"

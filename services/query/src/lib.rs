@@ -28,6 +28,7 @@ pub mod error;
 pub mod flight;
 pub mod http;
 pub mod metrics;
+pub mod pins;
 pub mod policy;
 pub mod prepared;
 pub mod request;

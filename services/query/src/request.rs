@@ -56,6 +56,8 @@ pub struct ScanRequest {
     pub with_payload: PayloadSelector,
     /// Whether to return vectors.
     pub with_vector: bool,
+    /// Read this pinned snapshot (its token) instead of the live collection.
+    pub snapshot: Option<String>,
 }
 
 /// The JSON form of a [`ScanRequest`]: an HTTP scroll body, or a Flight
@@ -75,6 +77,8 @@ pub struct ScanRequestJson {
     with_payload: Option<Value>,
     #[serde(default)]
     with_vector: bool,
+    #[serde(default)]
+    snapshot: Option<String>,
 }
 
 impl ScanRequestJson {
@@ -97,6 +101,7 @@ impl ScanRequestJson {
             after: self.after,
             with_payload,
             with_vector: self.with_vector,
+            snapshot: self.snapshot,
         })
     }
 }
@@ -190,6 +195,9 @@ pub struct SearchRequest {
     pub params: SearchParams,
     /// Read-your-writes: per partition, an offset the answer must reflect.
     pub min_offsets: BTreeMap<u32, i64>,
+    /// Search this pinned snapshot (its token) instead of the live
+    /// collection.
+    pub snapshot: Option<String>,
 }
 
 /// Query vectors as a door received them.
@@ -231,6 +239,8 @@ pub struct SearchRequestJson {
     filter: Option<Value>,
     #[serde(default)]
     min_offsets: BTreeMap<u32, i64>,
+    #[serde(default)]
+    snapshot: Option<String>,
 }
 
 /// The parts of a [`SearchRequestJson`].
@@ -280,6 +290,7 @@ impl SearchRequestJson {
             request: SearchRequest {
                 params,
                 min_offsets: self.min_offsets,
+                snapshot: self.snapshot,
             },
         })
     }
@@ -318,6 +329,7 @@ pub fn from_proto(o: Option<SearchOptions>) -> Result<SearchRequest, ApiError> {
     Ok(SearchRequest {
         params,
         min_offsets: o.min_offsets.into_iter().collect(),
+        snapshot: (!o.snapshot.is_empty()).then_some(o.snapshot),
     })
 }
 

@@ -95,14 +95,20 @@ pub(crate) fn serve_flight(
     }))
 }
 
-/// Looks for new collections in the store every `poll`.
+/// Looks for new collections in the store, and drops expired pinned
+/// snapshots, every `poll`.
 pub(crate) fn refresh_collections(engine: Arc<Engine>, poll: Duration) -> JoinHandle<()> {
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(poll).await;
             let engine = engine.clone();
-            // Listing the store is file I/O: keep it off the async workers.
-            if let Err(e) = tokio::task::spawn_blocking(move || engine.refresh()).await {
+            // Listing the store is file I/O: keep it off the async workers
+            // (so is dropping an expired pin's lease file).
+            let refreshed = tokio::task::spawn_blocking(move || {
+                engine.refresh();
+                engine.pins.expire();
+            });
+            if let Err(e) = refreshed.await {
                 tracing::error!(error = %e, "collection refresh panicked");
             }
         }

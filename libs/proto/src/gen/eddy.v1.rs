@@ -82,6 +82,10 @@ pub struct SearchOptions {
     /// Rescore quantized candidates in f32 (unset = true).
     #[prost(bool, optional, tag = "9")]
     pub rescore: ::core::option::Option<bool>,
+    /// Search this pinned snapshot (the token GetFlightInfo returned) instead
+    /// of the live collection; empty = live.
+    #[prost(string, tag = "10")]
+    pub snapshot: ::prost::alloc::string::String,
 }
 /// DoGet ticket: one or more query vectors against one collection.
 #[derive(Clone, PartialEq, ::prost::Message)]

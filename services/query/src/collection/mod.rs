@@ -128,6 +128,16 @@ impl Collection {
         }
     }
 
+    /// A collection frozen at `snapshot`: its sealed segments and no tail,
+    /// ready at once, never changing (a pinned snapshot, see `pins`).
+    pub fn pinned(def: CollectionDef, snapshot: Arc<Snapshot>) -> Self {
+        let pinned = Self::new(def);
+        pinned.served.write().snapshot = snapshot;
+        pinned.snapshot_ready.store(true, Ordering::Release);
+        pinned.tail_ready.store(true, Ordering::Release);
+        pinned
+    }
+
     /// Its definition.
     pub fn def(&self) -> &CollectionDef {
         &self.def

@@ -415,3 +415,120 @@ pub async fn scan_streams_every_live_point(
     assert_eq!(ids, want);
     assert!(batches.iter().all(|b| b.num_columns() == 1), "ids only");
 }
+
+/// Every id a DoGet on `ticket` streams, sorted.
+async fn scanned_ids(c: &mut FlightClient, ticket: Ticket) -> Vec<u64> {
+    let batches: Vec<RecordBatch> = c
+        .do_get(ticket)
+        .await
+        .expect("scan")
+        .try_collect()
+        .await
+        .expect("batches");
+    let mut ids: Vec<u64> = batches
+        .iter()
+        .flat_map(|b| {
+            let ids = b
+                .column(0)
+                .as_any()
+                .downcast_ref::<UInt64Array>()
+                .expect("ids");
+            ids.values().to_vec()
+        })
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// `GetFlightInfo` pins what the collection serves: its ticket, searches
+/// and counts naming the pin keep answering from it while new events are
+/// sealed into later versions, and a store lease keeps the version's files.
+/// The new points are added to `points`.
+pub async fn a_pinned_snapshot_stays_the_same(
+    cluster: &Cluster,
+    collection: &str,
+    points: &mut BTreeMap<u64, Vec<f32>>,
+) {
+    let mut c = client(cluster).await;
+    let info = c
+        .get_flight_info(FlightDescriptor::new_path(vec![
+            "collections".into(),
+            collection.to_owned(),
+        ]))
+        .await
+        .expect("flight info");
+    let metadata: serde_json::Value =
+        serde_json::from_slice(&info.app_metadata).expect("app metadata");
+    let token = metadata["snapshot"]["token"]
+        .as_str()
+        .expect("a snapshot token")
+        .to_owned();
+    let version = metadata["snapshot"]["version"].as_u64().expect("version");
+    let store = eddy_manifest::Store::open(cluster.store_path()).expect("store");
+    let leases = store.leases(collection).expect("leases");
+    assert!(
+        leases.iter().any(|l| l.manifest == Some(version)),
+        "a lease keeps version {version}: {leases:?}"
+    );
+    let ticket = info.endpoint[0].ticket.clone().expect("ticket");
+    let before = scanned_ids(&mut c, ticket.clone()).await;
+    assert_eq!(before, points.keys().copied().collect::<Vec<_>>());
+    assert_eq!(info.total_records, before.len() as i64);
+
+    // New events, sealed into later manifest versions.
+    for id in 10_000..10_040u64 {
+        let v = vector(id);
+        cluster
+            .upsert(id, &v, json!({"kind": format!("k{}", id % 3), "i": id}))
+            .await;
+        points.insert(id, v);
+    }
+    cluster.wait_count(collection, points.len() as u64).await;
+    let sealed = cluster.wait_sealed(collection).await;
+    assert!(sealed["status"]["manifest_version"].as_u64() > Some(version));
+
+    assert_eq!(
+        scanned_ids(&mut c, ticket).await,
+        before,
+        "the pin does not move"
+    );
+    let fresh = vector(10_000);
+    let search = |snapshot: Option<&str>| {
+        let mut body = json!({"vector": fresh, "k": 1});
+        if let Some(s) = snapshot {
+            body["snapshot"] = json!(s);
+        }
+        cluster
+            .http
+            .post(cluster.url(&format!("/v1/collections/{collection}/search")))
+            .json(&body)
+            .send()
+    };
+    let live: serde_json::Value = search(None)
+        .await
+        .expect("search")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(live["result"][0]["id"], 10_000);
+    let pinned: serde_json::Value = search(Some(&token))
+        .await
+        .expect("search")
+        .json()
+        .await
+        .expect("json");
+    assert_ne!(pinned["result"][0]["id"], 10_000, "{pinned}");
+    let counted: serde_json::Value = cluster
+        .http
+        .post(cluster.url(&format!("/v1/collections/{collection}/count")))
+        .json(&json!({"snapshot": token}))
+        .send()
+        .await
+        .expect("count")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(counted["count"], before.len(), "{counted}");
+    let unknown = search(Some("no-such-snapshot")).await.expect("search");
+    assert_eq!(unknown.status(), reqwest::StatusCode::NOT_FOUND);
+}

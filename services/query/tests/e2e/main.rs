@@ -64,6 +64,8 @@ async fn kafka_to_http_and_flight() {
     http_api::filtered_count_and_scroll(&cluster, COLLECTION, &points).await;
     eprintln!("step: scan_streams_every_live_point");
     flight_client::scan_streams_every_live_point(&cluster, COLLECTION, &points).await;
+    eprintln!("step: a_pinned_snapshot_stays_the_same");
+    flight_client::a_pinned_snapshot_stays_the_same(&cluster, COLLECTION, &mut points).await;
 
     eprintln!("step: do_get_and_exchange_match_exact");
     flight_client::do_get_and_exchange_match_exact(&cluster, COLLECTION, &points).await;
