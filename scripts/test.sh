@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need when missing (Tansu, pyarrow,
-# numpy, duckdb, build packages), checks formatting and lints, then runs every test,
+# numpy, duckdb, schemathesis, build packages), checks formatting and lints,
+# then runs every test,
 # the ingest crash-point tests (failpoints build), and the SIMD kernels again
 # with every backend this CPU supports forced in turn.
 set -euo pipefail
@@ -23,9 +24,9 @@ fi
 
 PYTHON=${PYTHON:-python3}
 export PYTHON
-if ! "$PYTHON" -c 'import pyarrow, numpy, duckdb' >/dev/null 2>&1; then
-  log "installing pyarrow, numpy and duckdb (pip)"
-  "$PYTHON" -m pip install --quiet pyarrow numpy duckdb
+if ! "$PYTHON" -c 'import pyarrow, numpy, duckdb, schemathesis' >/dev/null 2>&1; then
+  log "installing pyarrow, numpy, duckdb and schemathesis (pip)"
+  "$PYTHON" -m pip install --quiet pyarrow numpy duckdb schemathesis
 fi
 
 log "promtool check rules (alert rules of the shipped dashboards)"

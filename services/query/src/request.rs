@@ -62,21 +62,31 @@ pub struct ScanRequest {
 
 /// The JSON form of a [`ScanRequest`]: an HTTP scroll body, or a Flight
 /// ticket whose `scan` names the collection.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScanRequestJson {
+    /// The collection (a Flight scan ticket's key; HTTP takes the path's).
     #[serde(default)]
     scan: Option<String>,
+    /// A payload filter (must / should / must_not conditions).
     #[serde(default)]
+    #[schema(value_type = Object)]
     filter: Option<Value>,
+    /// Points per page, 1..=10,000 (default 100).
     #[serde(default)]
     limit: Option<usize>,
+    /// Resume after this id (the previous page's `next_after`).
     #[serde(default)]
+    #[schema(value_type = Object)]
     after: Option<Value>,
+    /// `true` (all, the default), `false` (none) or a list of field names.
     #[serde(default)]
+    #[schema(value_type = Object)]
     with_payload: Option<Value>,
+    /// Return vectors.
     #[serde(default)]
     with_vector: bool,
+    /// A pinned snapshot's token.
     #[serde(default)]
     snapshot: Option<String>,
 }
@@ -212,33 +222,48 @@ pub enum Vectors {
 
 /// The JSON form of a search request, shared by the HTTP body, a Flight
 /// JSON ticket and a Flight JSON exchange command.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchRequestJson {
+    /// The collection (optional over HTTP: the path names it).
     #[serde(default)]
     collection: Option<String>,
+    /// One query vector.
     #[serde(default)]
     vector: Option<Vec<f32>>,
+    /// Several query vectors (Flight tickets).
     #[serde(default)]
     vectors: Option<Vec<Vec<f32>>>,
+    /// Neighbours per query, 1..=10,000 (default 10; alias `limit`).
     #[serde(default, alias = "limit")]
     k: Option<usize>,
+    /// Graph beam width, 1..=8,192.
     #[serde(default)]
     ef: Option<usize>,
+    /// Scan every row exactly.
     #[serde(default)]
     exact: bool,
+    /// `auto`, `none` or `sq8`.
     #[serde(default)]
     quantization: Option<String>,
+    /// Quantized candidates rescored in f32, as a multiple of k (1..=100).
     #[serde(default)]
     oversampling: Option<f32>,
+    /// Rescore quantized candidates in f32 (default true).
     #[serde(default)]
     rescore: Option<bool>,
+    /// `true` (all), `false` (none) or a list of field names.
     #[serde(default)]
+    #[schema(value_type = Object)]
     with_payload: Option<Value>,
+    /// A payload filter (must / should / must_not conditions).
     #[serde(default)]
+    #[schema(value_type = Object)]
     filter: Option<Value>,
+    /// Read-your-writes: per partition, an offset the answer must reflect.
     #[serde(default)]
     min_offsets: BTreeMap<u32, i64>,
+    /// A pinned snapshot's token.
     #[serde(default)]
     snapshot: Option<String>,
 }

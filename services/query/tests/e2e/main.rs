@@ -12,6 +12,7 @@
 mod cluster;
 mod dashboards;
 mod flight_client;
+mod fuzz;
 mod http_api;
 mod limits;
 mod pyarrow_client;
@@ -84,6 +85,8 @@ async fn kafka_to_http_and_flight() {
     http_api::bad_requests_get_clear_4xx(&cluster, COLLECTION).await;
     eprintln!("step: bad_flight_requests_are_invalid_argument");
     flight_client::bad_flight_requests_are_invalid_argument(&cluster, COLLECTION).await;
+    eprintln!("step: fuzzing_finds_no_server_error");
+    fuzz::fuzzing_finds_no_server_error(&cluster, COLLECTION).await;
 
     cluster.stop().await;
 }

@@ -1,0 +1,339 @@
+//! Collections (list, describe, create), points, count and scroll.
+
+use std::collections::BTreeMap;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use eddy_model::{CollectionDef, FieldType, IdType, Metric, PointId};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{body, observed, parse_filter, HttpState};
+use crate::collection::Collection;
+use crate::error::ApiError;
+use crate::request::ScanRequestJson;
+
+fn collection_info(c: &Collection) -> Value {
+    let def = c.def();
+    json!({
+        "name": def.name,
+        "topic": def.topic,
+        "dimension": def.dimension,
+        "metric": def.metric,
+        "id_type": def.id_type,
+        "payload_fields": def.payload_fields,
+        "status": c.status(),
+    })
+}
+
+#[utoipa::path(
+    get,
+    tag = "collections",
+    path = "/v1/collections",
+    responses(
+        (status = 200, description = "`collections`: each one's definition and status", body = Object),
+        (status = 401, description = "No API key, or an unknown one", body = super::openapi::ErrorBody),
+    )
+)]
+pub(super) async fn list_collections(State(state): State<HttpState>) -> Response {
+    observed(&state, "http_collections", async {
+        let all: Vec<Value> = state
+            .engine
+            .collections()
+            .iter()
+            .map(|c| collection_info(c))
+            .collect();
+        Ok(Json(json!({"collections": all})).into_response())
+    })
+    .await
+}
+
+#[utoipa::path(
+    get,
+    tag = "collections",
+    path = "/v1/collections/{c}",
+    params(("c" = String, Path, description = "Collection name")),
+    responses(
+        (status = 200, description = "The definition and status (segments, tail rows, offsets, quarantined segments)", body = Object),
+        (status = 400, description = "Malformed body or invalid option", body = super::openapi::ErrorBody),
+        (status = 401, description = "No API key, or an unknown one", body = super::openapi::ErrorBody),
+        (status = 404, description = "Unknown collection or snapshot", body = super::openapi::ErrorBody),
+        (status = 429, description = "Overloaded: retry later", body = super::openapi::ErrorBody),
+        (status = 504, description = "Timed out", body = super::openapi::ErrorBody),
+    )
+)]
+pub(super) async fn get_collection(
+    State(state): State<HttpState>,
+    Path(c): Path<String>,
+) -> Response {
+    observed(&state, "http_collections", async {
+        let collection = state.engine.collection(&c)?;
+        Ok(Json(collection_info(&collection)).into_response())
+    })
+    .await
+}
+
+/// Body of `PUT /v1/collections/{c}`: the definition without the name.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CreateBody {
+    /// The name (optional: the path names it).
+    #[serde(default)]
+    name: Option<String>,
+    /// The Kafka topic (default: the name).
+    #[serde(default)]
+    topic: String,
+    /// Vector dimension.
+    dimension: u32,
+    /// `cosine` (default), `dot` or `l2`.
+    #[serde(default)]
+    #[schema(value_type = String)]
+    metric: Metric,
+    /// `u64` (default) or `string`.
+    #[serde(default)]
+    #[schema(value_type = String)]
+    id_type: IdType,
+    /// Indexed payload fields: name -> `keyword`, `integer`, `float`, `bool`.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    payload_fields: BTreeMap<String, FieldType>,
+}
+
+#[utoipa::path(
+    put,
+    tag = "collections",
+    path = "/v1/collections/{c}",
+    params(("c" = String, Path, description = "Collection name")),
+    request_body = CreateBody,
+    responses(
+        (status = 200, description = "Exists with this definition (201 when created)", body = Object),
+        (status = 400, description = "Malformed body or invalid option", body = super::openapi::ErrorBody),
+        (status = 401, description = "No API key, or an unknown one", body = super::openapi::ErrorBody),
+        (status = 404, description = "Unknown collection or snapshot", body = super::openapi::ErrorBody),
+        (status = 429, description = "Overloaded: retry later", body = super::openapi::ErrorBody),
+        (status = 504, description = "Timed out", body = super::openapi::ErrorBody),
+        (status = 201, description = "Created", body = Object),
+        (status = 403, description = "Not an admin key, or a topic outside the allow-list", body = super::openapi::ErrorBody),
+        (status = 409, description = "Exists with another definition, or the collection cap is reached", body = super::openapi::ErrorBody),
+    )
+)]
+pub(super) async fn put_collection(
+    State(state): State<HttpState>,
+    Path(c): Path<String>,
+    payload: Result<Json<CreateBody>, JsonRejection>,
+) -> Response {
+    observed(&state, "http_collections", async {
+        let b = body(payload)?;
+        if b.name.as_ref().is_some_and(|n| *n != c) {
+            return Err(ApiError::BadRequest(format!(
+                "body names collection {:?}, path names {c:?}",
+                b.name
+            )));
+        }
+        let def = CollectionDef {
+            name: c.clone(),
+            topic: b.topic,
+            dimension: b.dimension,
+            metric: b.metric,
+            id_type: b.id_type,
+            payload_fields: b.payload_fields,
+        }
+        .validated()
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let existing = state.engine.collections();
+        let exists = existing.iter().any(|e| e.def().name == c);
+        state.policy.check(&def, existing.len(), exists)?;
+        let engine = state.engine.clone();
+        let created = tokio::task::spawn_blocking(move || engine.create_collection(def))
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))??;
+        let collection = state.engine.collection(&c)?;
+        let status = if created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        };
+        Ok((status, Json(collection_info(&collection))).into_response())
+    })
+    .await
+}
+
+#[utoipa::path(
+    get,
+    tag = "collections",
+    path = "/v1/collections/{c}/points/{id}",
+    params(("c" = String, Path, description = "Collection name"), ("id" = String, Path, description = "Point id")),
+    responses(
+        (status = 200, description = "`id`, `vector`, `payload`", body = Object),
+        (status = 400, description = "Malformed body or invalid option", body = super::openapi::ErrorBody),
+        (status = 401, description = "No API key, or an unknown one", body = super::openapi::ErrorBody),
+        (status = 404, description = "Unknown collection or snapshot", body = super::openapi::ErrorBody),
+        (status = 429, description = "Overloaded: retry later", body = super::openapi::ErrorBody),
+        (status = 504, description = "Timed out", body = super::openapi::ErrorBody),
+    )
+)]
+pub(super) async fn get_point(
+    State(state): State<HttpState>,
+    Path((c, id)): Path<(String, String)>,
+) -> Response {
+    observed(&state, "http_point", async {
+        let collection = state.engine.collection(&c)?;
+        let id = PointId::parse(&id, collection.def().id_type)
+            .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let point = collection
+            .get(&id)
+            .ok_or_else(|| ApiError::NotFound(format!("point {id} not found in {c}")))?;
+        Ok(
+            Json(json!({"id": point.id, "vector": point.vector, "payload": point.payload}))
+                .into_response(),
+        )
+    })
+    .await
+}
+
+#[derive(Debug, Deserialize, Default, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CountBody {
+    /// A payload filter (must / should / must_not conditions).
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    filter: Option<Value>,
+    /// A pinned snapshot's token.
+    #[serde(default)]
+    snapshot: Option<String>,
+}
+
+#[utoipa::path(
+    post,
+    tag = "collections",
+    path = "/v1/collections/{c}/count",
+    params(("c" = String, Path, description = "Collection name")),
+    request_body = CountBody,
+    responses(
+        (status = 200, description = "`count` of live points (a filter may narrow them), `offsets`", body = Object),
+        (status = 400, description = "Malformed body or invalid option", body = super::openapi::ErrorBody),
+        (status = 401, description = "No API key, or an unknown one", body = super::openapi::ErrorBody),
+        (status = 404, description = "Unknown collection or snapshot", body = super::openapi::ErrorBody),
+        (status = 429, description = "Overloaded: retry later", body = super::openapi::ErrorBody),
+        (status = 504, description = "Timed out", body = super::openapi::ErrorBody),
+    )
+)]
+pub(super) async fn count(
+    State(state): State<HttpState>,
+    Path(c): Path<String>,
+    payload: Result<Json<CountBody>, JsonRejection>,
+) -> Response {
+    observed(&state, "http_count", async {
+        // An empty body counts everything.
+        let b = match payload {
+            Err(JsonRejection::MissingJsonContentType(_)) => CountBody::default(),
+            other => body(other)?,
+        };
+        let collection = state.engine.collection_at(&c, b.snapshot.as_deref())?;
+        let (count, offsets) = match b.filter {
+            None => collection.count(),
+            Some(filter) => {
+                let filter = parse_filter(&collection, &filter)?;
+                let counted = collection.clone();
+                state
+                    .engine
+                    .on_pool(move || counted.count_matching(Some(&filter)))
+                    .await?
+            }
+        };
+        let mut answer = json!({"count": count, "offsets": offsets});
+        let stale = collection.staleness();
+        if !stale.is_empty() {
+            answer["stale"] = json!(stale);
+        }
+        Ok(Json(answer).into_response())
+    })
+    .await
+}
+
+/// `POST /v1/collections/{c}/scroll`: one page of the live points (a filter
+/// may narrow them) in id order, after the id `after`; `next_after` is the
+/// `after` of the next page, absent on the last one.
+#[utoipa::path(
+    post,
+    tag = "collections",
+    path = "/v1/collections/{c}/scroll",
+    params(("c" = String, Path, description = "Collection name")),
+    request_body = ScanRequestJson,
+    responses(
+        (status = 200, description = "`points` in id order, `next_after` (null on the last page), `offsets`", body = Object),
+        (status = 400, description = "Malformed body or invalid option", body = super::openapi::ErrorBody),
+        (status = 401, description = "No API key, or an unknown one", body = super::openapi::ErrorBody),
+        (status = 404, description = "Unknown collection or snapshot", body = super::openapi::ErrorBody),
+        (status = 429, description = "Overloaded: retry later", body = super::openapi::ErrorBody),
+        (status = 504, description = "Timed out", body = super::openapi::ErrorBody),
+    )
+)]
+pub(super) async fn scroll(
+    State(state): State<HttpState>,
+    Path(c): Path<String>,
+    payload: Result<Json<ScanRequestJson>, JsonRejection>,
+) -> Response {
+    observed(&state, "http_scroll", async {
+        let request = body(payload)?.into_request()?;
+        let collection = state
+            .engine
+            .collection_at(&c, request.snapshot.as_deref())?;
+        if let Some(named) = request.collection.as_ref().filter(|n| **n != c) {
+            return Err(ApiError::BadRequest(format!(
+                "body names collection {named:?}, path names {c:?}"
+            )));
+        }
+        let filter = request
+            .filter
+            .as_ref()
+            .map(|f| parse_filter(&collection, f))
+            .transpose()?;
+        let id_type = collection.def().id_type;
+        let after = request
+            .after
+            .as_ref()
+            .map(|v| {
+                let text = match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                PointId::parse(&text, id_type)
+                    .map_err(|e| ApiError::BadRequest(format!("after: {e}")))
+            })
+            .transpose()?;
+        let answer = state
+            .engine
+            .on_pool(move || {
+                let view = collection.view(filter.as_ref());
+                let (page, more) = view.page(after.as_ref(), request.limit);
+                let mut last = None;
+                let points: Vec<Value> = page
+                    .iter()
+                    .filter_map(|&i| view.point(i))
+                    .map(|p| {
+                        let mut point = json!({"id": p.id});
+                        if let Some(payload) = crate::results::HitPayload::select(
+                            p.payload_json,
+                            &request.with_payload,
+                        ) {
+                            point["payload"] = json!(payload);
+                        }
+                        if request.with_vector {
+                            point["vector"] = json!(p.vector);
+                        }
+                        last = Some(p.id);
+                        point
+                    })
+                    .collect();
+                let next = if more { last } else { None };
+                json!({"points": points, "next_after": next, "offsets": view.offsets})
+            })
+            .await?;
+        Ok(Json(answer).into_response())
+    })
+    .await
+}
