@@ -89,6 +89,12 @@ pub struct QueryConfig {
     #[arg(long, env = "EDDY_SNAPSHOT_TTL_SECS", default_value_t = 600)]
     pub snapshot_ttl_secs: u64,
 
+    /// Share of live queries (0..=1) searched again, on idle CPU, as asked
+    /// and exactly on the same snapshot, for the online recall estimate
+    /// (`eddy_query_recall_estimate`); 0 = off.
+    #[arg(long, env = "EDDY_RECALL_SAMPLE_RATE", default_value_t = 0.01)]
+    pub recall_sample_rate: f64,
+
     /// API keys that may read (search, points, count, listings, metrics),
     /// comma-separated. With no key configured at all the service is open,
     /// which it allows only on loopback listeners (or with
@@ -196,6 +202,7 @@ impl QueryConfig {
             max_concurrent_requests: self.max_concurrent_requests,
             exchange_idle: Duration::from_millis(self.exchange_idle_ms.max(1)),
             snapshot_ttl: Duration::from_secs(self.snapshot_ttl_secs.max(1)),
+            recall_sample_rate: self.recall_sample_rate,
         })
     }
 }

@@ -19,6 +19,7 @@ use crate::error::ApiError;
 use crate::metrics::QueryMetrics;
 use crate::pins::{PinInfo, Pins};
 use crate::prepared::{PreparedSearch, QueryBatch};
+use crate::recall::RecallEstimator;
 use crate::request::check_answer_size;
 use crate::results::BatchResult;
 use crate::tail::{run_tail, TailLimits};
@@ -56,6 +57,8 @@ pub struct EngineOptions {
     pub exchange_idle: Duration,
     /// How long an unused pinned snapshot lives.
     pub snapshot_ttl: Duration,
+    /// Share of live queries the recall estimate searches again (0 = off).
+    pub recall_sample_rate: f64,
 }
 
 /// Pinned snapshots held at most.
@@ -73,6 +76,8 @@ pub struct Engine {
     pub requests: RequestSlots,
     /// Pinned snapshots.
     pub pins: Pins,
+    /// The online recall estimate.
+    pub recall: RecallEstimator,
     opts: EngineOptions,
 }
 
@@ -88,6 +93,11 @@ impl Engine {
             opts.max_queued_queries,
             metrics.queued_queries.with_label_values::<&str>(&[]),
         );
+        let recall = RecallEstimator::start(
+            opts.recall_sample_rate,
+            metrics.clone(),
+            metrics.queued_queries.with_label_values::<&str>(&[]),
+        );
         Ok(Arc::new(Self {
             store,
             collections: RwLock::new(HashMap::new()),
@@ -96,6 +106,7 @@ impl Engine {
             admission,
             requests: RequestSlots::new(opts.max_concurrent_requests),
             pins: Pins::new(opts.snapshot_ttl, MAX_PINNED_SNAPSHOTS),
+            recall,
             opts,
         }))
     }
@@ -242,6 +253,7 @@ impl Engine {
         queries: QueryBatch,
     ) -> Result<BatchResult, ApiError> {
         check_answer_size(queries.len(), search.params.k)?;
+        self.recall.offer(collection, &queries, search);
         within(
             self.opts.request_timeout,
             self.search_now(collection, search, queries),

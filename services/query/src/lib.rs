@@ -31,6 +31,7 @@ pub mod metrics;
 pub mod pins;
 pub mod policy;
 pub mod prepared;
+pub mod recall;
 pub mod request;
 pub mod results;
 mod server;

@@ -2,7 +2,9 @@
 //! their names as constants (the dashboards in `dashboards/` use exactly
 //! these names).
 
-use prometheus::{exponential_buckets, HistogramVec, IntCounterVec, IntGaugeVec, Registry};
+use prometheus::{
+    exponential_buckets, GaugeVec, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
+};
 
 /// Requests by API and status.
 pub const REQUESTS_TOTAL: &str = "eddy_query_requests_total";
@@ -46,11 +48,14 @@ pub const SEGMENT_LOADS_TOTAL: &str = "eddy_query_segment_loads_total";
 /// Segments of the newest manifest left out of serving (damaged, or
 /// written for another dimension, metric or id type).
 pub const QUARANTINED_SEGMENTS: &str = "eddy_query_quarantined_segments";
+/// Online recall estimate per collection (sampled live queries against an
+/// exact search of the same snapshot).
+pub const RECALL_ESTIMATE: &str = "eddy_query_recall_estimate";
 /// SIMD kernel backend in use.
 pub const KERNEL_BACKEND_INFO: &str = "eddy_kernel_backend_info";
 
 /// Every metric name eddy-query registers.
-pub const NAMES: [&str; 21] = [
+pub const NAMES: [&str; 22] = [
     REQUESTS_TOTAL,
     LATENCY_SECONDS,
     QUERIES_TOTAL,
@@ -71,6 +76,7 @@ pub const NAMES: [&str; 21] = [
     ID_PARTITION_CONFLICTS_TOTAL,
     SEGMENT_LOADS_TOTAL,
     QUARANTINED_SEGMENTS,
+    RECALL_ESTIMATE,
     KERNEL_BACKEND_INFO,
 ];
 
@@ -119,6 +125,8 @@ pub struct QueryMetrics {
     pub tail_paused: IntGaugeVec,
     /// Quarantined segments per collection.
     pub quarantined_segments: IntGaugeVec,
+    /// Online recall estimate per collection.
+    pub recall_estimate: GaugeVec,
     /// Kernel backend in use (value 1, label = backend).
     pub kernel_backend: IntGaugeVec,
 }
@@ -222,6 +230,17 @@ impl QueryMetrics {
                 "Segments of the newest manifest left out of serving (damaged or mismatched)",
                 &["collection"],
             )?,
+            recall_estimate: {
+                let g = GaugeVec::new(
+                    Opts::new(
+                        RECALL_ESTIMATE,
+                        "Recall@k of sampled live queries against an exact search of the same snapshot (mean of the last 1,000)",
+                    ),
+                    &["collection"],
+                )?;
+                registry.register(Box::new(g.clone()))?;
+                g
+            },
             kernel_backend: gauge(
                 KERNEL_BACKEND_INFO,
                 "SIMD kernel backend in use",
@@ -246,6 +265,7 @@ mod tests {
     fn every_registered_metric_is_named_by_a_constant() {
         let registry = Registry::new();
         let m = QueryMetrics::new(&registry).expect("registered");
+        m.recall_estimate.with_label_values(&["x"]).set(0.5);
         let registered = eddy_config::metrics::gathered_names(
             &registry,
             &[

@@ -147,6 +147,14 @@ impl QueryBatch {
         &self.values[i * self.dim..(i + 1) * self.dim]
     }
 
+    /// Query `i` alone, as a batch of one.
+    pub fn row(&self, i: usize) -> Option<QueryBatch> {
+        (i < self.len()).then(|| QueryBatch {
+            dim: self.dim,
+            values: self.get(i).to_vec(),
+        })
+    }
+
     /// The queries in `range`, in order.
     pub fn iter(&self, range: Range<usize>) -> impl Iterator<Item = &[f32]> {
         range.map(move |i| self.get(i))

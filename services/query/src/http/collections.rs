@@ -13,10 +13,13 @@ use serde_json::{json, Value};
 
 use super::{body, observed, parse_filter, HttpState};
 use crate::collection::Collection;
+use crate::engine::Engine;
 use crate::error::ApiError;
 use crate::request::ScanRequestJson;
 
-fn collection_info(c: &Collection) -> Value {
+/// A collection's definition, status and online recall estimate (null
+/// until sampled queries have been measured).
+fn collection_info(engine: &Engine, c: &Collection) -> Value {
     let def = c.def();
     json!({
         "name": def.name,
@@ -26,6 +29,7 @@ fn collection_info(c: &Collection) -> Value {
         "id_type": def.id_type,
         "payload_fields": def.payload_fields,
         "status": c.status(),
+        "recall_estimate": engine.recall.estimate(&def.name),
     })
 }
 
@@ -44,7 +48,7 @@ pub(super) async fn list_collections(State(state): State<HttpState>) -> Response
             .engine
             .collections()
             .iter()
-            .map(|c| collection_info(c))
+            .map(|c| collection_info(&state.engine, c))
             .collect();
         Ok(Json(json!({"collections": all})).into_response())
     })
@@ -71,7 +75,7 @@ pub(super) async fn get_collection(
 ) -> Response {
     observed(&state, "http_collections", async {
         let collection = state.engine.collection(&c)?;
-        Ok(Json(collection_info(&collection)).into_response())
+        Ok(Json(collection_info(&state.engine, &collection)).into_response())
     })
     .await
 }
@@ -156,7 +160,7 @@ pub(super) async fn put_collection(
         } else {
             StatusCode::OK
         };
-        Ok((status, Json(collection_info(&collection))).into_response())
+        Ok((status, Json(collection_info(&state.engine, &collection))).into_response())
     })
     .await
 }

@@ -17,6 +17,7 @@ mod http_api;
 mod limits;
 mod pyarrow_client;
 mod quarantine;
+mod recall;
 mod security;
 mod tail_bound;
 mod tail_stale;

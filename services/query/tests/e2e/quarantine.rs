@@ -17,28 +17,54 @@ use eddy_segment::Growing;
 /// Writes rows `ids` (vectors of `dim`; offsets of partition 0 = ids) as
 /// a segment and lists it, as ingest's seal would.
 pub fn seal(store: &Store, def: &CollectionDef, dim: usize, ids: std::ops::Range<u64>) -> String {
-    let mut rows = Growing::new(dim, def.metric, def.id_type);
-    for id in ids.clone() {
-        let v: Vec<f32> = (0..dim).map(|d| (id + d as u64) as f32).collect();
-        rows.upsert(PointId::Num(id), &v, b"", 0, id as i64);
+    let rows: Vec<(u64, Vec<f32>)> = ids
+        .map(|id| (id, (0..dim).map(|d| (id + d as u64) as f32).collect()))
+        .collect();
+    seal_rows(store, def, dim, &rows, false)
+}
+
+/// Writes `rows` (id = offset on partition 0, ids ascending) as a segment,
+/// with its graph and codes when `indexed`, and lists it.
+pub fn seal_rows(
+    store: &Store,
+    def: &CollectionDef,
+    dim: usize,
+    rows: &[(u64, Vec<f32>)],
+    indexed: bool,
+) -> String {
+    let mut growing = Growing::new(dim, def.metric, def.id_type);
+    for (id, v) in rows {
+        growing.upsert(PointId::Num(*id), v, b"", 0, *id as i64);
     }
     let (segment, path) = store.new_segment(&def.name);
-    let bytes = rows
+    let bytes = growing
         .write_segment(&path, &BTreeMap::new())
         .expect("segment");
+    let index = indexed.then(|| {
+        let seg = eddy_segment::Segment::open(&path).expect("open");
+        let name = store.new_index_name(&segment);
+        let params = eddy_segment::IndexParams {
+            min_rows: 1,
+            ..Default::default()
+        };
+        eddy_segment::build_index(&seg, &params, &store.index_path(&def.name, &name))
+            .expect("index");
+        name
+    });
+    let (first, last) = (rows[0].0, rows[rows.len() - 1].0);
     let updated = store
         .update::<eddy_manifest::Error>(&def.name, |latest| {
             let mut next = latest.successor();
             next.segments.push(SegmentEntry {
                 id: segment.clone(),
-                rows: ids.end - ids.start,
+                rows: rows.len() as u64,
                 bytes,
                 deletes: None,
                 deleted: 0,
-                offset_ranges: BTreeMap::from([(0, (ids.start as i64, ids.end as i64 - 1))]),
-                index: None,
+                offset_ranges: BTreeMap::from([(0, (first as i64, last as i64))]),
+                index: index.clone(),
             });
-            next.partitions.entry(0).or_default().next_offset = ids.end as i64;
+            next.partitions.entry(0).or_default().next_offset = last as i64 + 1;
             Ok(Some(next))
         })
         .expect("published");
