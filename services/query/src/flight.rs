@@ -154,7 +154,7 @@ impl EddyFlight {
     /// refusal under `api="flight_auth"` or `api="flight_limit"`.
     fn authorize(&self, metadata: &MetadataMap) -> Result<OwnedSemaphorePermit, Status> {
         let refuse = |api: &str, e: ApiError| {
-            self.observe(api, Instant::now(), e.kind());
+            self.observe(api, "", Instant::now(), e.kind());
             Status::from(e)
         };
         self.keys
@@ -202,27 +202,33 @@ impl EddyFlight {
         Ok(key)
     }
 
-    fn observe(&self, api: &str, started: Instant, status: &str) {
+    /// Counts and times a call by API, collection (empty when none is
+    /// known) and status.
+    fn observe(&self, api: &str, collection: &str, started: Instant, status: &str) {
         let m = &self.engine.metrics;
-        m.requests.with_label_values(&[api, status]).inc();
+        m.requests
+            .with_label_values(&[api, status, collection])
+            .inc();
         m.latency
-            .with_label_values(&[api, status])
+            .with_label_values(&[api, status, collection])
             .observe(started.elapsed().as_secs_f64());
     }
 
+    /// [`EddyFlight::observe`] of an outcome, turned into the call's result.
     fn observed<T>(
         &self,
         api: &str,
+        collection: &str,
         started: Instant,
         r: Result<T, ApiError>,
     ) -> Result<T, Status> {
         match r {
             Ok(v) => {
-                self.observe(api, started, "ok");
+                self.observe(api, collection, started, "ok");
                 Ok(v)
             }
             Err(e) => {
-                self.observe(api, started, e.kind());
+                self.observe(api, collection, started, e.kind());
                 Err(e.into())
             }
         }
@@ -252,7 +258,7 @@ impl FlightService for EddyFlight {
             return Ok(Response::new(Box::pin(stream::iter([Ok(answer)]))));
         }
         let key = self.handshake_key(request).await;
-        let key = self.observed("flight_handshake", started, key)?;
+        let key = self.observed("flight_handshake", "", started, key)?;
         let bearer = MetadataValue::try_from(format!("Bearer {key}"))
             .map_err(|_| Status::unauthenticated("the key is not valid metadata"))?;
         let answer = HandshakeResponse {
@@ -288,10 +294,13 @@ impl FlightService for EddyFlight {
         // Each GetFlightInfo pins what the collection serves now: a job
         // reads one consistent view through the returned ticket, or names
         // the pin in its searches.
-        let r = collection_path(request.get_ref())
+        let name = collection_path(request.get_ref());
+        let label = name.as_deref().unwrap_or_default().to_owned();
+        let r = name
             .and_then(|name| self.engine.pin(&name))
             .and_then(|(pin, pinned)| flight_info(&pinned, Some(&pin)));
-        self.observed("flight_info", started, r).map(Response::new)
+        self.observed("flight_info", &label, started, r)
+            .map(Response::new)
     }
 
     async fn poll_flight_info(
@@ -332,11 +341,15 @@ impl FlightService for EddyFlight {
             }) => {
                 let scan = self.scan(&collection, request, slot).await;
                 return self
-                    .observed("flight_scan", started, scan)
+                    .observed("flight_scan", &collection, started, scan)
                     .map(Response::new);
             }
             Err(e) => Err(e),
         };
+        let label = ticket
+            .as_ref()
+            .map(|t| t.collection.clone())
+            .unwrap_or_default();
         let r = async {
             let ticket = ticket?;
             let collection = self
@@ -358,7 +371,7 @@ impl FlightService for EddyFlight {
             Ok::<_, ApiError>((schema, batch))
         }
         .await;
-        let (schema, batch) = self.observed("flight_get", started, r)?;
+        let (schema, batch) = self.observed("flight_get", &label, started, r)?;
         let encoded = FlightDataEncoderBuilder::new()
             .with_schema(schema)
             .build(stream::iter([Ok(batch)]))
@@ -405,7 +418,11 @@ impl FlightService for EddyFlight {
             let search = Arc::new(PreparedSearch::new(collection.def(), command.request)?);
             Ok::<_, ApiError>((search, collection))
         })();
-        let (search, collection) = self.observed("flight_exchange_open", started, setup)?;
+        let label = setup
+            .as_ref()
+            .map(|(_, c)| c.name().to_owned())
+            .unwrap_or_default();
+        let (search, collection) = self.observed("flight_exchange_open", &label, started, setup)?;
         let schema = result_schema(collection.def(), &search.params.with_payload);
         // Clients that send the input schema with the descriptor (pyarrow's
         // `writer.begin`) get the answer schema at once; others with the
@@ -415,7 +432,8 @@ impl FlightService for EddyFlight {
             let answer_schema = arrow_schema::Schema::try_from(&first)
                 .map_err(|e| ApiError::BadRequest(format!("the input schema: {e}")))
                 .and_then(|input| batches::exchange_schema(&schema, &input));
-            let answer_schema = self.observed("flight_exchange_open", started, answer_schema)?;
+            let answer_schema =
+                self.observed("flight_exchange_open", &label, started, answer_schema)?;
             let _ = out.set(answer_schema);
         }
         let up_front = out.get().cloned();
@@ -440,7 +458,7 @@ impl FlightService for EddyFlight {
                 }
             })
             .boxed();
-        self.observe("flight_exchange_open", started, "ok");
+        self.observe("flight_exchange_open", &label, started, "ok");
         let mut encoder = FlightDataEncoderBuilder::new();
         if let Some(schema) = up_front {
             encoder = encoder.with_schema(schema);

@@ -83,9 +83,9 @@ pub const NAMES: [&str; 22] = [
 /// Metric handles of eddy-query.
 #[derive(Debug, Clone)]
 pub struct QueryMetrics {
-    /// Requests by API (http_search, http_batch, flight_get, flight_exchange, ...) and status.
+    /// Requests by API (http_search, http_batch, flight_get, flight_exchange, ...), status and collection.
     pub requests: IntCounterVec,
-    /// Request latency by API and status.
+    /// Request latency by API, status and collection.
     pub latency: HistogramVec,
     /// Queries answered (a batch counts each query), by API.
     pub queries: IntCounterVec,
@@ -148,13 +148,13 @@ impl QueryMetrics {
         let metrics = Self {
             requests: counter(
                 REQUESTS_TOTAL,
-                "Requests by API and status",
-                &["api", "status"],
+                "Requests by API, status and collection (empty: none)",
+                &["api", "status", "collection"],
             )?,
             latency: histogram(
                 LATENCY_SECONDS,
-                "Request latency by API and status",
-                &["api", "status"],
+                "Request latency by API, status and collection (empty: none)",
+                &["api", "status", "collection"],
                 latency_buckets(),
             )?,
             queries: counter(QUERIES_TOTAL, "Query vectors answered", &["api"])?,

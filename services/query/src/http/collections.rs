@@ -43,7 +43,7 @@ fn collection_info(engine: &Engine, c: &Collection) -> Value {
     )
 )]
 pub(super) async fn list_collections(State(state): State<HttpState>) -> Response {
-    observed(&state, "http_collections", async {
+    observed(&state, "http_collections", "", async {
         let all: Vec<Value> = state
             .engine
             .collections()
@@ -73,7 +73,7 @@ pub(super) async fn get_collection(
     State(state): State<HttpState>,
     Path(c): Path<String>,
 ) -> Response {
-    observed(&state, "http_collections", async {
+    observed(&state, "http_collections", &c, async {
         let collection = state.engine.collection(&c)?;
         Ok(Json(collection_info(&state.engine, &collection)).into_response())
     })
@@ -129,7 +129,7 @@ pub(super) async fn put_collection(
     Path(c): Path<String>,
     payload: Result<Json<CreateBody>, JsonRejection>,
 ) -> Response {
-    observed(&state, "http_collections", async {
+    observed(&state, "http_collections", &c, async {
         let b = body(payload)?;
         if b.name.as_ref().is_some_and(|n| *n != c) {
             return Err(ApiError::BadRequest(format!(
@@ -183,7 +183,7 @@ pub(super) async fn get_point(
     State(state): State<HttpState>,
     Path((c, id)): Path<(String, String)>,
 ) -> Response {
-    observed(&state, "http_point", async {
+    observed(&state, "http_point", &c, async {
         let collection = state.engine.collection(&c)?;
         let id = PointId::parse(&id, collection.def().id_type)
             .map_err(|e| ApiError::BadRequest(e.to_string()))?;
@@ -230,7 +230,7 @@ pub(super) async fn count(
     Path(c): Path<String>,
     payload: Result<Json<CountBody>, JsonRejection>,
 ) -> Response {
-    observed(&state, "http_count", async {
+    observed(&state, "http_count", &c, async {
         // An empty body counts everything.
         let b = match payload {
             Err(JsonRejection::MissingJsonContentType(_)) => CountBody::default(),
@@ -281,7 +281,7 @@ pub(super) async fn scroll(
     Path(c): Path<String>,
     payload: Result<Json<ScanRequestJson>, JsonRejection>,
 ) -> Response {
-    observed(&state, "http_scroll", async {
+    observed(&state, "http_scroll", &c, async {
         let request = body(payload)?.into_request()?;
         let collection = state
             .engine

@@ -103,7 +103,7 @@ async fn authorize(
             .engine
             .metrics
             .requests
-            .with_label_values(&[api, e.kind()])
+            .with_label_values(&[api, e.kind(), ""])
             .inc();
         e.into_response()
     };
@@ -125,8 +125,9 @@ fn body<T>(payload: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
     })
 }
 
-/// Times a handler and counts it by API and status.
-async fn observed<F>(state: &HttpState, api: &str, fut: F) -> Response
+/// Times a handler and counts it by API, status and collection (empty
+/// for routes of no one collection).
+async fn observed<F>(state: &HttpState, api: &str, collection: &str, fut: F) -> Response
 where
     F: std::future::Future<Output = Result<Response, ApiError>>,
 {
@@ -137,9 +138,11 @@ where
     };
     let status = response.status().as_u16().to_string();
     let m = &state.engine.metrics;
-    m.requests.with_label_values(&[api, &status]).inc();
+    m.requests
+        .with_label_values(&[api, &status, collection])
+        .inc();
     m.latency
-        .with_label_values(&[api, &status])
+        .with_label_values(&[api, &status, collection])
         .observe(started.elapsed().as_secs_f64());
     response
 }

@@ -93,7 +93,7 @@ pub(super) async fn search(
     Path(c): Path<String>,
     payload: Result<Json<SearchRequestJson>, JsonRejection>,
 ) -> Response {
-    observed(&state, "http_search", async {
+    observed(&state, "http_search", &c, async {
         let started = Instant::now();
         let (vector, request) = one_search(body(payload)?, &c)?;
         let collection = state
@@ -175,7 +175,7 @@ pub(super) async fn search_batch(
     Path(c): Path<String>,
     payload: Result<Json<BatchBody>, JsonRejection>,
 ) -> Response {
-    observed(&state, "http_batch", async {
+    observed(&state, "http_batch", &c, async {
         let started = Instant::now();
         let groups = group_searches(body(payload)?.searches, &c)?;
         let n: usize = groups.iter().map(|g| g.queries.len()).sum();

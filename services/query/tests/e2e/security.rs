@@ -81,8 +81,20 @@ pub async fn http_needs_a_key(cluster: &Cluster, collection: &str) {
     assert_eq!(r.status(), StatusCode::OK);
     let metrics = r.text().await.expect("text");
     assert!(
-        metrics.contains("api=\"http_auth\",status=\"unauthorized\""),
+        metrics
+            .lines()
+            .any(|l| l.starts_with("eddy_query_requests_total")
+                && l.contains("api=\"http_auth\"")
+                && l.contains("status=\"unauthorized\"")),
         "refusals are counted"
+    );
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("eddy_query_requests_total")
+                && l.contains("api=\"http_search\"")
+                && l.contains(&format!("collection=\"{collection}\""))),
+        "searches are counted per collection"
     );
 
     // The TLS port does not answer plain HTTP.
