@@ -57,6 +57,13 @@ pub enum Error {
         /// The version the update built.
         version: u64,
     },
+    /// No collection of that name.
+    #[error("collection {0} does not exist")]
+    UnknownCollection(String),
+    /// The collection was dropped: nothing is published for it, and its
+    /// name is taken until its files are collected.
+    #[error("collection {0} was dropped (its files are collected after the grace period)")]
+    Dropped(String),
     /// The collection exists with a different definition.
     #[error("collection {0} already exists with a different definition")]
     CollectionConflict(String),

@@ -16,6 +16,7 @@
 //! with an error naming the file.
 
 mod deletes;
+mod drop;
 mod envelope;
 mod error;
 mod fsck;
@@ -26,6 +27,7 @@ mod store;
 mod update;
 
 pub use deletes::{DELETES_FORMAT_VERSION, DELETES_MAGIC};
+pub use drop::{DropRecord, DROPPED_FORMAT};
 pub use envelope::{JsonFormat, COLLECTION_FORMAT, MANIFEST_FORMAT};
 pub use error::{Error, Result};
 pub use fsck::{fsck, FsckReport, LiveRow, LiveRows};

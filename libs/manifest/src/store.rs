@@ -160,6 +160,9 @@ impl Store {
     /// Creates a collection, or confirms an identical one exists.
     pub fn create_collection(&self, def: &CollectionDef) -> Result<CreateOutcome> {
         let def = def.clone().validated()?;
+        if self.is_dropped(&def.name) {
+            return Err(Error::Dropped(def.name));
+        }
         let dir = self.dir(&def.name);
         for sub in ["manifests", "segments", "deletes", "leases"] {
             create_dirs(&dir.join(sub))?;
@@ -178,6 +181,9 @@ impl Store {
     /// The definition of `name`, if the collection exists.
     pub fn collection(&self, name: &str) -> Result<Option<CollectionDef>> {
         if eddy_model::validate_name(name).is_err() {
+            return Ok(None);
+        }
+        if self.is_dropped(name) {
             return Ok(None);
         }
         let path = self.dir(name).join("collection.json");
@@ -253,6 +259,9 @@ impl Store {
     /// Publishes `manifest` as its version, only if that version does not
     /// exist yet ([`Error::Conflict`] otherwise). Durable on return.
     pub fn publish(&self, manifest: &Manifest) -> Result<()> {
+        if self.is_dropped(&manifest.collection) {
+            return Err(Error::Dropped(manifest.collection.clone()));
+        }
         let path = self
             .dir(&manifest.collection)
             .join("manifests")

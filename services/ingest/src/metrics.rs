@@ -180,6 +180,26 @@ fn histogram(
 }
 
 impl IngestMetrics {
+    /// Removes a dropped collection's per-collection gauges, so no stale
+    /// value (backpressure, blocked dead letters) lingers in dashboards or
+    /// alerts once its worker stopped.
+    pub fn forget_collection(&self, collection: &str) {
+        for gauge in [
+            &self.growing_rows,
+            &self.segments,
+            &self.manifest_version,
+            &self.stalled_partitions,
+            &self.dead_letters_blocked,
+            &self.dead_letters_pending,
+            &self.assigned_partitions,
+            &self.unindexed_rows,
+            &self.backpressure,
+        ] {
+            // Absent when the worker never set it: nothing to remove.
+            let _ = gauge.remove_label_values(&[collection]);
+        }
+    }
+
     /// Registers every ingest metric in `registry`.
     pub fn new(registry: &Registry) -> prometheus::Result<Self> {
         use eddy_config::metrics::{counter as c, gauge as g};

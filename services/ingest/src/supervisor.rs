@@ -1,5 +1,6 @@
 //! Keeps one worker thread per collection in the store, restarting failed
-//! ones (they resume from the manifest).
+//! ones (they resume from the manifest) and stopping those whose collection
+//! was dropped.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,7 +9,7 @@ use std::time::Duration;
 
 use eddy_manifest::Store;
 use tokio::task::JoinHandle;
-use tracing::error;
+use tracing::{error, info};
 
 use crate::config::IngestConfig;
 use crate::error::Result;
@@ -25,39 +26,77 @@ pub(crate) async fn supervise(
     stop: Arc<AtomicBool>,
 ) {
     let config = Arc::new(config);
-    let mut workers: HashMap<String, JoinHandle<Result<()>>> = HashMap::new();
+    let mut workers: HashMap<String, Running> = HashMap::new();
     let poll = Duration::from_millis(config.common.collection_poll_ms.max(50));
     while !stop.load(Ordering::Relaxed) {
         let defs = match store.collections() {
             Ok(defs) => defs,
             Err(e) => {
                 error!(error = %e, "listing collections");
-                Vec::new()
+                tokio::time::sleep(poll).await;
+                continue;
             }
         };
+        // A collection no longer listed was dropped: stop its worker (its
+        // last seal is refused by the store, which is what a drop means).
+        let gone: Vec<String> = workers
+            .keys()
+            .filter(|name| !defs.iter().any(|d| d.name == **name))
+            .cloned()
+            .collect();
+        for name in gone {
+            if let Some(running) = workers.remove(&name) {
+                running.stop.store(true, Ordering::Relaxed);
+                if let Err(e) = running.handle.await {
+                    error!(collection = %name, error = %e, "worker panicked while stopping");
+                }
+                metrics.forget_collection(&name);
+                info!(collection = %name, "collection dropped: its worker stopped");
+            }
+        }
         for def in defs {
-            let running = workers.get(&def.name).is_some_and(|h| !h.is_finished());
+            let running = workers
+                .get(&def.name)
+                .is_some_and(|r| !r.handle.is_finished());
             if running {
                 continue;
             }
-            if let Some(handle) = workers.remove(&def.name) {
-                log_exit(&def.name, handle.await, "restarting");
+            if let Some(old) = workers.remove(&def.name) {
+                log_exit(&def.name, old.handle.await, "restarting");
             }
-            let (config, store, metrics, stop) =
-                (config.clone(), store.clone(), metrics.clone(), stop.clone());
+            let worker_stop = Arc::new(AtomicBool::new(false));
+            let (config, store, metrics, flag) = (
+                config.clone(),
+                store.clone(),
+                metrics.clone(),
+                worker_stop.clone(),
+            );
             let name = def.name.clone();
             workers.insert(
                 name,
-                tokio::task::spawn_blocking(move || {
-                    worker::run_worker(def, store, &config, metrics, stop)
-                }),
+                Running {
+                    stop: worker_stop,
+                    handle: tokio::task::spawn_blocking(move || {
+                        worker::run_worker(def, store, &config, metrics, flag)
+                    }),
+                },
             );
         }
         tokio::time::sleep(poll).await;
     }
-    for (name, handle) in workers {
-        log_exit(&name, handle.await, "at shutdown");
+    for running in workers.values() {
+        running.stop.store(true, Ordering::Relaxed);
     }
+    for (name, running) in workers {
+        log_exit(&name, running.handle.await, "at shutdown");
+    }
+}
+
+/// A worker thread and the flag that stops it (set at shutdown, or when
+/// its collection is dropped).
+struct Running {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<Result<()>>,
 }
 
 /// Logs how a worker ended, unless it stopped cleanly.

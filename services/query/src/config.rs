@@ -203,6 +203,7 @@ impl QueryConfig {
             exchange_idle: Duration::from_millis(self.exchange_idle_ms.max(1)),
             snapshot_ttl: Duration::from_secs(self.snapshot_ttl_secs.max(1)),
             recall_sample_rate: self.recall_sample_rate,
+            policy: self.collection_policy(),
         })
     }
 }

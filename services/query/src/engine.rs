@@ -18,6 +18,7 @@ use crate::cpu::{guarded, SearchPool};
 use crate::error::ApiError;
 use crate::metrics::QueryMetrics;
 use crate::pins::{PinInfo, Pins};
+use crate::policy::CollectionPolicy;
 use crate::prepared::{PreparedSearch, QueryBatch};
 use crate::recall::RecallEstimator;
 use crate::request::check_answer_size;
@@ -59,6 +60,8 @@ pub struct EngineOptions {
     pub snapshot_ttl: Duration,
     /// Share of live queries the recall estimate searches again (0 = off).
     pub recall_sample_rate: f64,
+    /// Which collections the APIs may create.
+    pub policy: CollectionPolicy,
 }
 
 /// Pinned snapshots held at most.
@@ -189,14 +192,54 @@ impl Engine {
             .collect()
     }
 
-    /// Creates a collection in the store (idempotent) and starts serving it.
+    /// A collection's definition, status and online recall estimate (null
+    /// until sampled queries have been measured), as both APIs describe it.
+    pub fn collection_info(&self, c: &Collection) -> serde_json::Value {
+        let def = c.def();
+        serde_json::json!({
+            "name": def.name,
+            "topic": def.topic,
+            "dimension": def.dimension,
+            "metric": def.metric,
+            "id_type": def.id_type,
+            "payload_fields": def.payload_fields,
+            "status": c.status(),
+            "recall_estimate": self.recall.estimate(&def.name),
+        })
+    }
+
+    /// Creates a collection in the store (idempotent) if the policy allows
+    /// it (topic allow-list, collection cap) and starts serving it; returns
+    /// whether it was created.
     pub fn create_collection(self: &Arc<Self>, def: CollectionDef) -> Result<bool, ApiError> {
+        let existing = self.collections();
+        let exists = existing.iter().any(|e| e.def().name == def.name);
+        self.opts.policy.check(&def, existing.len(), exists)?;
         let outcome = self.store.create_collection(&def)?;
         self.refresh();
         Ok(outcome == eddy_manifest::CreateOutcome::Created)
     }
 
-    /// Starts serving collections that appeared in the store.
+    /// Drops collection `name` from the store (see `eddy_manifest`'s drop:
+    /// ingest stops its worker, every query replica its tail, the files go
+    /// after the GC grace) and stops serving it here. A collection that
+    /// does not exist, or was dropped already, is not found.
+    pub fn drop_collection(self: &Arc<Self>, name: &str, by: &str) -> Result<(), ApiError> {
+        let not_found = |why: &str| ApiError::NotFound(format!("collection {name:?} {why}"));
+        match self.store.drop_collection(name, by) {
+            Ok(true) => {}
+            Ok(false) => return Err(not_found("was dropped already")),
+            Err(eddy_manifest::Error::UnknownCollection(_)) => {
+                return Err(not_found("does not exist"))
+            }
+            Err(other) => return Err(ApiError::from(other)),
+        }
+        self.refresh();
+        Ok(())
+    }
+
+    /// Starts serving collections that appeared in the store and stops
+    /// serving those that left it (dropped).
     pub fn refresh(self: &Arc<Self>) {
         let defs = match self.store.collections() {
             Ok(defs) => defs,
@@ -205,6 +248,18 @@ impl Engine {
                 return;
             }
         };
+        let gone: Vec<Arc<Collection>> = self
+            .collections
+            .read()
+            .values()
+            .filter(|c| !defs.iter().any(|d| d.name == c.name()))
+            .cloned()
+            .collect();
+        for c in gone {
+            c.stop();
+            self.collections.write().remove(c.name());
+            info!(collection = %c.name(), "collection dropped: no longer served");
+        }
         for def in defs {
             if self.collections.read().contains_key(&def.name) {
                 continue;

@@ -179,7 +179,9 @@ impl IntoResponse for ApiError {
 impl From<eddy_manifest::Error> for ApiError {
     fn from(e: eddy_manifest::Error) -> Self {
         match e {
-            eddy_manifest::Error::CollectionConflict(_) => ApiError::Conflict(e.to_string()),
+            eddy_manifest::Error::CollectionConflict(_) | eddy_manifest::Error::Dropped(_) => {
+                ApiError::Conflict(e.to_string())
+            }
             eddy_manifest::Error::Model(m) => ApiError::BadRequest(m.to_string()),
             other => ApiError::Internal(other.to_string()),
         }

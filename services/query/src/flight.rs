@@ -5,9 +5,11 @@
 //! rank: UInt32, id: UInt64|Utf8, score: Float32` and the requested payload
 //! columns.
 
+mod actions;
 mod batches;
 mod exchange;
 mod request;
+mod row_options;
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -153,12 +155,21 @@ impl EddyFlight {
     /// slot is free (held until the returned permit drops); counts a
     /// refusal under `api="flight_auth"` or `api="flight_limit"`.
     fn authorize(&self, metadata: &MetadataMap) -> Result<OwnedSemaphorePermit, Status> {
+        self.authorize_for(metadata, Scope::Read)
+    }
+
+    /// [`EddyFlight::authorize`] for a call that needs scope `need`.
+    fn authorize_for(
+        &self,
+        metadata: &MetadataMap,
+        need: Scope,
+    ) -> Result<OwnedSemaphorePermit, Status> {
         let refuse = |api: &str, e: ApiError| {
             self.observe(api, "", Instant::now(), e.kind());
             Status::from(e)
         };
         self.keys
-            .authorize(presented(metadata), Scope::Read)
+            .authorize(presented(metadata), need)
             .map_err(|e| refuse("flight_auth", e))?;
         self.engine
             .requests
@@ -467,15 +478,20 @@ impl FlightService for EddyFlight {
         Ok(Response::new(Box::pin(encoded)))
     }
 
+    /// Collection management and stats ([`actions`]); admin actions need
+    /// an admin key.
     async fn do_action(
         &self,
         request: Request<Action>,
     ) -> Result<Response<Self::DoActionStream>, Status> {
-        let _slot = self.authorize(request.metadata())?;
-        Err(Status::unimplemented(format!(
-            "do_action {:?}: manage collections over HTTP (PUT /v1/collections/NAME)",
-            request.get_ref().r#type
-        )))
+        let started = Instant::now();
+        let action = request.get_ref().r#type.clone();
+        let need = actions::scope(&action).unwrap_or(Scope::Read);
+        let _slot = self.authorize_for(request.metadata(), need)?;
+        let r = actions::run(&self.engine, &action, &request.get_ref().body).await;
+        let body = self.observed("flight_action", "", started, r)?;
+        let result = arrow_flight::Result { body: body.into() };
+        Ok(Response::new(Box::pin(stream::iter([Ok(result)]))))
     }
 
     async fn list_actions(
@@ -483,6 +499,7 @@ impl FlightService for EddyFlight {
         request: Request<Empty>,
     ) -> Result<Response<Self::ListActionsStream>, Status> {
         let _slot = self.authorize(request.metadata())?;
-        Ok(Response::new(Box::pin(stream::empty())))
+        let types = actions::action_types().into_iter().map(Ok);
+        Ok(Response::new(Box::pin(stream::iter(types))))
     }
 }

@@ -122,7 +122,6 @@ pub async fn start(config: QueryConfig) -> Result<Query, Error> {
         engine: engine.clone(),
         registry,
         keys: keys.clone(),
-        policy: Arc::new(config.collection_policy()),
     };
     let tasks = vec![
         server::serve_http(http_listener, http_state, tls.as_ref()),

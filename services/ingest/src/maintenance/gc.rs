@@ -35,6 +35,16 @@ impl Maintenance {
         for def in collections {
             self.collect_garbage(&def.name, &gc.policy);
         }
+        // Dropped collections: their whole directory, once the drop is
+        // older than the grace and no pinned snapshot holds it.
+        match self.store.collect_dropped(gc.policy.grace) {
+            Ok(removed) => {
+                for collection in removed {
+                    info!(collection, "dropped collection's files collected");
+                }
+            }
+            Err(e) => warn!(error = %e, "collecting dropped collections"),
+        }
     }
 
     /// One garbage-collection pass over `collection`, logged and counted.

@@ -11,11 +11,13 @@ use futures::stream::{self, BoxStream};
 use futures::{StreamExt, TryStreamExt};
 use tonic::{Status, Streaming};
 
-use super::batches;
+use super::{batches, row_options};
 use crate::collection::Collection;
 use crate::engine::Engine;
 use crate::error::ApiError;
-use crate::prepared::PreparedSearch;
+use crate::prepared::{PreparedSearch, QueryBatch};
+use crate::request::check_total_hits;
+use crate::results::BatchResult;
 
 /// One open DoExchange: the collection its command named, the search made
 /// ready once for every batch, the schema of its results, and that of its
@@ -59,10 +61,14 @@ impl Exchange {
         }
         let queries = batches::query_vectors(&batch, def)?;
         let n = queries.len() as u64;
-        let result = self
-            .engine
-            .search(&self.collection, &self.search, queries)
-            .await?;
+        let result = match row_options::group_rows(&batch)? {
+            None => {
+                self.engine
+                    .search(&self.collection, &self.search, queries)
+                    .await?
+            }
+            Some(groups) => self.search_groups(&queries, groups).await?,
+        };
         self.engine
             .metrics
             .queries
@@ -70,6 +76,50 @@ impl Exchange {
             .inc_by(n);
         let answers = batches::results_batch(def, &self.schema, with_payload, &result.hits, base)?;
         batches::with_input_columns(answers, &batch, base, &out)
+    }
+}
+
+impl Exchange {
+    /// Searches each group of rows with its own options (the `k` and
+    /// `filter` columns), all groups at once; the hits in row order.
+    async fn search_groups(
+        &self,
+        queries: &QueryBatch,
+        groups: row_options::Groups,
+    ) -> Result<BatchResult, ApiError> {
+        let def = self.collection.def();
+        let mut runs = Vec::with_capacity(groups.len());
+        let mut hits_asked = 0usize;
+        for (options, rows) in groups {
+            let search = Arc::new(row_options::prepared(def, &self.search, &options)?);
+            hits_asked = hits_asked.saturating_add(rows.len() * search.params.k);
+            let group = QueryBatch::from_rows(def, rows.iter().map(|&r| queries.get(r)))?;
+            runs.push(async move {
+                let result = self.engine.search(&self.collection, &search, group).await?;
+                Ok::<_, ApiError>((rows, result))
+            });
+        }
+        check_total_hits(hits_asked)?;
+        let mut all = BatchResult {
+            hits: vec![Vec::new(); queries.len()],
+            offsets: Default::default(),
+        };
+        let mut first = true;
+        for run in futures::future::join_all(runs).await {
+            let (rows, mut result) = run?;
+            for (row, hits) in rows.into_iter().zip(result.hits.drain(..)) {
+                all.hits[row] = hits;
+            }
+            if std::mem::take(&mut first) {
+                all.offsets = result.offsets;
+            } else {
+                all.extend(BatchResult {
+                    hits: Vec::new(),
+                    offsets: result.offsets,
+                });
+            }
+        }
+        Ok(all)
     }
 }
 

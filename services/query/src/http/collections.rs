@@ -1,37 +1,17 @@
 //! Collections (list, describe, create), points, count and scroll.
 
-use std::collections::BTreeMap;
-
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use eddy_model::{CollectionDef, FieldType, IdType, Metric, PointId};
+use eddy_model::PointId;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{body, observed, parse_filter, HttpState};
-use crate::collection::Collection;
-use crate::engine::Engine;
 use crate::error::ApiError;
-use crate::request::ScanRequestJson;
-
-/// A collection's definition, status and online recall estimate (null
-/// until sampled queries have been measured).
-fn collection_info(engine: &Engine, c: &Collection) -> Value {
-    let def = c.def();
-    json!({
-        "name": def.name,
-        "topic": def.topic,
-        "dimension": def.dimension,
-        "metric": def.metric,
-        "id_type": def.id_type,
-        "payload_fields": def.payload_fields,
-        "status": c.status(),
-        "recall_estimate": engine.recall.estimate(&def.name),
-    })
-}
+use crate::request::{CollectionJson, ScanRequestJson};
 
 #[utoipa::path(
     get,
@@ -48,7 +28,7 @@ pub(super) async fn list_collections(State(state): State<HttpState>) -> Response
             .engine
             .collections()
             .iter()
-            .map(|c| collection_info(&state.engine, c))
+            .map(|c| state.engine.collection_info(c))
             .collect();
         Ok(Json(json!({"collections": all})).into_response())
     })
@@ -75,35 +55,9 @@ pub(super) async fn get_collection(
 ) -> Response {
     observed(&state, "http_collections", &c, async {
         let collection = state.engine.collection(&c)?;
-        Ok(Json(collection_info(&state.engine, &collection)).into_response())
+        Ok(Json(state.engine.collection_info(&collection)).into_response())
     })
     .await
-}
-
-/// Body of `PUT /v1/collections/{c}`: the definition without the name.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(super) struct CreateBody {
-    /// The name (optional: the path names it).
-    #[serde(default)]
-    name: Option<String>,
-    /// The Kafka topic (default: the name).
-    #[serde(default)]
-    topic: String,
-    /// Vector dimension.
-    dimension: u32,
-    /// `cosine` (default), `dot` or `l2`.
-    #[serde(default)]
-    #[schema(value_type = String)]
-    metric: Metric,
-    /// `u64` (default) or `string`.
-    #[serde(default)]
-    #[schema(value_type = String)]
-    id_type: IdType,
-    /// Indexed payload fields: name -> `keyword`, `integer`, `float`, `bool`.
-    #[serde(default)]
-    #[schema(value_type = Object)]
-    payload_fields: BTreeMap<String, FieldType>,
 }
 
 #[utoipa::path(
@@ -111,7 +65,7 @@ pub(super) struct CreateBody {
     tag = "collections",
     path = "/v1/collections/{c}",
     params(("c" = String, Path, description = "Collection name")),
-    request_body = CreateBody,
+    request_body = CollectionJson,
     responses(
         (status = 200, description = "Exists with this definition (201 when created)", body = Object),
         (status = 400, description = "Malformed body or invalid option", body = super::openapi::ErrorBody),
@@ -127,29 +81,10 @@ pub(super) struct CreateBody {
 pub(super) async fn put_collection(
     State(state): State<HttpState>,
     Path(c): Path<String>,
-    payload: Result<Json<CreateBody>, JsonRejection>,
+    payload: Result<Json<CollectionJson>, JsonRejection>,
 ) -> Response {
     observed(&state, "http_collections", &c, async {
-        let b = body(payload)?;
-        if b.name.as_ref().is_some_and(|n| *n != c) {
-            return Err(ApiError::BadRequest(format!(
-                "body names collection {:?}, path names {c:?}",
-                b.name
-            )));
-        }
-        let def = CollectionDef {
-            name: c.clone(),
-            topic: b.topic,
-            dimension: b.dimension,
-            metric: b.metric,
-            id_type: b.id_type,
-            payload_fields: b.payload_fields,
-        }
-        .validated()
-        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-        let existing = state.engine.collections();
-        let exists = existing.iter().any(|e| e.def().name == c);
-        state.policy.check(&def, existing.len(), exists)?;
+        let def = body(payload)?.into_def(Some(&c))?;
         let engine = state.engine.clone();
         let created = tokio::task::spawn_blocking(move || engine.create_collection(def))
             .await
@@ -160,7 +95,35 @@ pub(super) async fn put_collection(
         } else {
             StatusCode::OK
         };
-        Ok((status, Json(collection_info(&state.engine, &collection))).into_response())
+        Ok((status, Json(state.engine.collection_info(&collection))).into_response())
+    })
+    .await
+}
+
+#[utoipa::path(
+    delete,
+    tag = "collections",
+    path = "/v1/collections/{c}",
+    params(("c" = String, Path, description = "Collection name")),
+    responses(
+        (status = 200, description = "Dropped: `{\"dropped\": name}`", body = Object),
+        (status = 401, description = "No API key, or an unknown one", body = super::openapi::ErrorBody),
+        (status = 403, description = "Not an admin key", body = super::openapi::ErrorBody),
+        (status = 404, description = "Unknown collection, or dropped already", body = super::openapi::ErrorBody),
+    )
+)]
+/// `DELETE /v1/collections/{c}`: drops the collection (admin).
+pub(super) async fn delete_collection(
+    State(state): State<HttpState>,
+    Path(c): Path<String>,
+) -> Response {
+    observed(&state, "http_collections", &c, async {
+        let engine = state.engine.clone();
+        let name = c.clone();
+        tokio::task::spawn_blocking(move || engine.drop_collection(&name, "http"))
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))??;
+        Ok(Json(json!({"dropped": c})).into_response())
     })
     .await
 }

@@ -25,7 +25,6 @@ use crate::auth::{self, ApiKeys, Scope};
 use crate::collection::Collection;
 use crate::engine::Engine;
 use crate::error::ApiError;
-use crate::policy::CollectionPolicy;
 
 /// State shared by the handlers.
 #[derive(Clone)]
@@ -36,8 +35,6 @@ pub struct HttpState {
     pub registry: Registry,
     /// Who may call what.
     pub keys: Arc<ApiKeys>,
-    /// Which collections `PUT /v1/collections/{c}` may create.
-    pub policy: Arc<CollectionPolicy>,
 }
 
 /// Largest accepted request body (a batch of many vectors).
@@ -51,7 +48,9 @@ pub fn router(state: HttpState) -> Router {
         .route("/v1/collections", get(collections::list_collections))
         .route(
             "/v1/collections/{c}",
-            get(collections::get_collection).put(collections::put_collection),
+            get(collections::get_collection)
+                .put(collections::put_collection)
+                .delete(collections::delete_collection),
         )
         .route("/v1/collections/{c}/search", post(search::search))
         .route(

@@ -34,6 +34,7 @@ pub struct ErrorDetail {
         super::collections::list_collections,
         super::collections::get_collection,
         super::collections::put_collection,
+        super::collections::delete_collection,
         super::collections::get_point,
         super::collections::count,
         super::collections::scroll,

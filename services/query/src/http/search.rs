@@ -14,7 +14,8 @@ use super::{body, observed, HttpState};
 use crate::error::ApiError;
 use crate::prepared::{PreparedSearch, QueryBatch};
 use crate::request::{
-    SearchRequest, SearchRequestJson, Vectors, MAX_ANSWER_HITS, MAX_BATCH_GROUPS, MAX_BATCH_QUERIES,
+    check_total_hits, SearchRequest, SearchRequestJson, Vectors, MAX_BATCH_GROUPS,
+    MAX_BATCH_QUERIES,
 };
 use crate::results::{BatchResult, Hit};
 
@@ -183,11 +184,7 @@ pub(super) async fn search_batch(
             .iter()
             .map(|g| g.queries.len() * g.request.params.k)
             .sum();
-        if hits > MAX_ANSWER_HITS {
-            return Err(ApiError::BadRequest(format!(
-                "the batch asks for {hits} hits in all; one answer holds at most {MAX_ANSWER_HITS}"
-            )));
-        }
+        check_total_hits(hits)?;
         let snapshot = groups.first().and_then(|g| g.request.snapshot.clone());
         if groups.iter().any(|g| g.request.snapshot != snapshot) {
             return Err(ApiError::BadRequest(

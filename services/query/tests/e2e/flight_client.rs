@@ -344,6 +344,90 @@ pub async fn exchange_carries_input_columns(
     );
 }
 
+/// DoExchange input columns `k` and `filter` set each row's own options
+/// (null: the command's); rows answer as if searched alone, a bad row
+/// option is INVALID_ARGUMENT.
+pub async fn exchange_takes_per_row_k_and_filter(
+    cluster: &Cluster,
+    collection: &str,
+    points: &BTreeMap<u64, Vec<f32>>,
+) {
+    let mut c = client(cluster).await;
+    let queries: Vec<Vec<f32>> = (0..9).map(|s| vector(4_000_000 + s)).collect();
+    let filter = json!({"must": [{"key": "kind", "match": {"value": "k2"}}]}).to_string();
+    // Row r: k = 2 + r % 3 (null for r % 4 == 3: the command's 6); the
+    // filter on odd rows.
+    let ks: arrow_array::Int64Array = (0..queries.len())
+        .map(|r| (r % 4 != 3).then_some(2 + (r % 3) as i64))
+        .collect();
+    let filters: arrow_array::StringArray = (0..queries.len())
+        .map(|r| (r % 2 == 1).then(|| filter.clone()))
+        .collect();
+    let vectors = query_batch(&queries);
+    let schema = Arc::new(Schema::new(vec![
+        vectors.schema().field(0).clone(),
+        Field::new("k", DataType::Int64, true),
+        Field::new("filter", DataType::Utf8, true),
+    ]));
+    let input = RecordBatch::try_new(
+        schema,
+        vec![vectors.column(0).clone(), Arc::new(ks), Arc::new(filters)],
+    )
+    .expect("batch");
+    let out = exchange(
+        &mut c,
+        json!({"collection": collection, "k": 6}),
+        vec![input.clone()],
+    )
+    .await;
+    let got = rows(&out);
+    let subset: BTreeMap<u64, Vec<f32>> = points
+        .iter()
+        .filter(|(id, _)| *id % 3 == 2)
+        .map(|(id, v)| (*id, v.clone()))
+        .collect();
+    let mut expected_rows = 0;
+    for (r, q) in queries.iter().enumerate() {
+        let k = if r % 4 == 3 { 6 } else { 2 + r % 3 };
+        let from = if r % 2 == 1 { &subset } else { points };
+        let want = exact_top_k(from, q, k);
+        let mine: Vec<_> = got.iter().filter(|g| g.0 as usize == r).collect();
+        assert_eq!(mine.len(), k, "row {r}: its own k");
+        for (g, (id, _)) in mine.iter().zip(&want) {
+            assert_eq!(g.2, *id, "row {r} rank {}", g.1);
+        }
+        expected_rows += k;
+    }
+    assert_eq!(got.len(), expected_rows);
+    assert!(
+        out.iter().all(|b| b.schema().field_with_name("k").is_ok()),
+        "the option columns are carried like any other"
+    );
+
+    let bad = {
+        let schema = Arc::new(Schema::new(vec![
+            input.schema().field(0).clone(),
+            Field::new("k", DataType::Int64, true),
+        ]));
+        let ks = arrow_array::Int64Array::from(vec![0; queries.len()]);
+        RecordBatch::try_new(schema, vec![input.column(0).clone(), Arc::new(ks)]).expect("batch")
+    };
+    let request = FlightDataEncoderBuilder::new()
+        .with_flight_descriptor(Some(FlightDescriptor::new_cmd(
+            json!({"collection": collection}).to_string(),
+        )))
+        .build(futures::stream::iter([Ok(bad)]));
+    let err = match c.do_exchange(request).await {
+        Err(e) => e,
+        Ok(stream) => stream.try_collect::<Vec<_>>().await.expect_err("k = 0"),
+    };
+    assert!(
+        matches!(&err, arrow_flight::error::FlightError::Tonic(s)
+            if s.code() == tonic::Code::InvalidArgument && s.message().contains("k must be")),
+        "{err:?}"
+    );
+}
+
 /// A DoGet scan ticket streams every live point once, with its vector and
 /// the asked payload fields; a filter narrows it.
 pub async fn scan_streams_every_live_point(

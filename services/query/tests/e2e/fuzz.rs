@@ -209,8 +209,9 @@ async fn fuzz_flight(flight: &str, collection: &str, cases: usize) -> usize {
     cases
 }
 
-/// Runs schemathesis against the served OpenAPI document for a bounded
-/// time, then the Flight fuzzer; fails on any server error or hang.
+/// Runs the Flight fuzzer, then schemathesis against the served OpenAPI
+/// document for a bounded time (it may drop the collection: last); fails
+/// on any server error or hang.
 pub async fn fuzzing_finds_no_server_error(cluster: &Cluster, collection: &str) {
     let dir = tempfile::tempdir().expect("tmp");
     copy_tree(cluster.store_path(), dir.path());
@@ -233,6 +234,8 @@ pub async fn fuzzing_finds_no_server_error(cluster: &Cluster, collection: &str) 
     .await
     .expect("fuzzed query service starts");
 
+    let sent = fuzz_flight(&format!("http://{}", query.flight_addr()), collection, 600).await;
+    eprintln!("flight fuzz: {sent} requests, no server error, no hang");
     let seconds = std::env::var("EDDY_FUZZ_SECONDS").unwrap_or_else(|_| "30".into());
     let schema = format!("http://{}/v1/openapi.json", query.http_addr());
     // Through the interpreter: pip may put the `schemathesis` script off PATH.
@@ -254,6 +257,8 @@ pub async fn fuzzing_finds_no_server_error(cluster: &Cluster, collection: &str) 
             "--seed",
             "7",
         ])
+        // Its cache (.schemathesis/) goes with the temporary directory.
+        .current_dir(dir.path())
         .output()
         .await
         .unwrap_or_else(|e| {
@@ -271,7 +276,5 @@ pub async fn fuzzing_finds_no_server_error(cluster: &Cluster, collection: &str) 
         String::from_utf8_lossy(&output.stderr)
     );
 
-    let sent = fuzz_flight(&format!("http://{}", query.flight_addr()), collection, 600).await;
-    eprintln!("flight fuzz: {sent} requests, no server error, no hang");
     query.shutdown().await;
 }

@@ -77,6 +77,8 @@ async fn kafka_to_http_and_flight() {
     pyarrow_client::duckdb_job_joins_answers_by_key(&cluster, COLLECTION, &points).await;
     eprintln!("step: exchange_carries_input_columns");
     flight_client::exchange_carries_input_columns(&cluster, COLLECTION, &points).await;
+    eprintln!("step: exchange_takes_per_row_k_and_filter");
+    flight_client::exchange_takes_per_row_k_and_filter(&cluster, COLLECTION, &points).await;
 
     eprintln!("step: deletes_and_upserts_apply");
     http_api::deletes_and_upserts_apply(&cluster, COLLECTION, &mut points).await;
@@ -128,6 +130,8 @@ async fn secured_cluster() {
     pyarrow_client::pyarrow_matches_numpy(&cluster, SECURED, &points).await;
     eprintln!("step: creating_collections_is_admin_only_and_bounded");
     security::creating_collections_is_admin_only_and_bounded(&cluster).await;
+    eprintln!("step: dropping_collections_and_flight_actions");
+    security::dropping_collections_and_flight_actions(&cluster).await;
     eprintln!("step: limits_hold");
     limits::limits_hold(&cluster, SECURED).await;
     cluster.stop().await;

@@ -249,3 +249,158 @@ async fn an_open_or_misconfigured_service_does_not_start() {
     .expect("a key that does not match the certificate");
     assert!(err.to_string().contains("TLS"), "{err}");
 }
+
+/// Dropping: admin only; the collection leaves at once (404, its name
+/// refused until its files are collected, its slot under the cap freed),
+/// marked in the store. Flight actions do the same for Flight-only
+/// clients: `ListActions`, `collection_stats` with a read key,
+/// `create_collection` / `drop_collection` with an admin key only.
+/// Runs after [`creating_collections_is_admin_only_and_bounded`] (the
+/// cluster holds `secure`, `jobs-a`, `jobs-b`, the cap is 3).
+pub async fn dropping_collections_and_flight_actions(cluster: &Cluster) {
+    let s = secured(cluster);
+    let client = s.client();
+    let delete = |name: &str, key: &str| {
+        client
+            .delete(cluster.url(&format!("/v1/collections/{name}")))
+            .bearer_auth(key)
+            .send()
+    };
+    let status = |r: reqwest::Result<reqwest::Response>| r.expect("request").status();
+    assert_eq!(
+        status(delete("jobs-b", &s.read_key).await),
+        StatusCode::FORBIDDEN
+    );
+    // Ingest runs a worker for it (its gauges say so) until the drop.
+    let series = "collection=\"jobs-b\"";
+    wait_for_ingest_metrics(cluster, |m| m.contains(series), "jobs-b's worker started").await;
+    let dropped: Value = delete("jobs-b", &s.admin_key)
+        .await
+        .expect("request")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(dropped, json!({"dropped": "jobs-b"}));
+    assert_eq!(
+        status(delete("jobs-b", &s.admin_key).await),
+        StatusCode::NOT_FOUND,
+        "gone"
+    );
+    let get = client
+        .get(cluster.url("/v1/collections/jobs-b"))
+        .bearer_auth(&s.read_key)
+        .send()
+        .await;
+    assert_eq!(status(get), StatusCode::NOT_FOUND);
+    assert!(cluster
+        .store_path()
+        .join("collections/jobs-b/dropped.json")
+        .exists());
+    wait_for_ingest_metrics(cluster, |m| !m.contains(series), "jobs-b's worker stopped").await;
+    let put = |name: &str| {
+        client
+            .put(cluster.url(&format!("/v1/collections/{name}")))
+            .bearer_auth(&s.admin_key)
+            .json(&json!({"topic": name, "dimension": 4}))
+            .send()
+    };
+    assert_eq!(
+        status(put("jobs-b").await),
+        StatusCode::CONFLICT,
+        "the name waits for its files to be collected"
+    );
+    assert_eq!(
+        status(put("jobs-c").await),
+        StatusCode::CREATED,
+        "room under the cap"
+    );
+
+    // The same through Flight actions.
+    let mut reader = client_with_key(cluster, Some(&s.read_key)).await;
+    let actions: Vec<arrow_flight::ActionType> =
+        futures::TryStreamExt::try_collect(reader.list_actions().await.expect("list_actions"))
+            .await
+            .expect("actions");
+    let names: Vec<&str> = actions.iter().map(|a| a.r#type.as_str()).collect();
+    assert_eq!(
+        names,
+        ["create_collection", "drop_collection", "collection_stats"]
+    );
+    let action =
+        |kind: &str, body: Value| arrow_flight::Action::new(kind.to_owned(), body.to_string());
+    let stats: Vec<bytes::Bytes> = futures::TryStreamExt::try_collect(
+        reader
+            .do_action(action("collection_stats", json!({"name": "jobs-a"})))
+            .await
+            .expect("stats"),
+    )
+    .await
+    .expect("stats body");
+    let info: Value = serde_json::from_slice(&stats[0]).expect("json");
+    assert_eq!(info["name"], "jobs-a");
+    let refused = reader
+        .do_action(action("drop_collection", json!({"name": "jobs-a"})))
+        .await
+        .err()
+        .expect("a read key cannot drop");
+    assert!(
+        matches!(&refused, arrow_flight::error::FlightError::Tonic(s) if s.code() == tonic::Code::PermissionDenied),
+        "{refused:?}"
+    );
+    let mut admin = client_with_key(cluster, Some(&s.admin_key)).await;
+    async fn run(
+        admin: &mut arrow_flight::FlightClient,
+        request: arrow_flight::Action,
+    ) -> Result<Value, arrow_flight::error::FlightError> {
+        let answers: Vec<bytes::Bytes> =
+            futures::TryStreamExt::try_collect(admin.do_action(request).await?).await?;
+        Ok(serde_json::from_slice(&answers[0]).expect("json"))
+    }
+    let dropped = run(
+        &mut admin,
+        action("drop_collection", json!({"name": "jobs-c"})),
+    )
+    .await
+    .expect("drop");
+    assert_eq!(dropped["dropped"], "jobs-c");
+    let again = admin
+        .do_action(action("drop_collection", json!({"name": "jobs-c"})))
+        .await
+        .err()
+        .expect("dropped already");
+    assert!(
+        matches!(&again, arrow_flight::error::FlightError::Tonic(s) if s.code() == tonic::Code::NotFound),
+        "{again:?}"
+    );
+    let created = run(
+        &mut admin,
+        action(
+            "create_collection",
+            json!({"name": "jobs-d", "dimension": 4, "metric": "l2"}),
+        ),
+    )
+    .await
+    .expect("create");
+    assert_eq!(created["created"], true);
+    assert_eq!(created["info"]["dimension"], 4);
+    let unknown = admin
+        .do_action(action("no_such_action", json!({})))
+        .await
+        .err()
+        .expect("unknown action");
+    assert!(
+        matches!(&unknown, arrow_flight::error::FlightError::Tonic(s) if s.code() == tonic::Code::InvalidArgument),
+        "{unknown:?}"
+    );
+}
+
+/// Polls the ingest metrics until `done` holds (at most 30 s).
+async fn wait_for_ingest_metrics(cluster: &Cluster, done: impl Fn(&str) -> bool, what: &str) {
+    for _ in 0..300 {
+        if done(&cluster.ingest_metrics().await) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}

@@ -1,0 +1,206 @@
+//! Dropping a collection: a marker first, the files later.
+//!
+//! [`Store::drop_collection`] writes `dropped.json` into the collection's
+//! directory. From then on the collection is gone for every reader
+//! ([`Store::collection`] and [`Store::collections`] skip it, so ingest
+//! stops its worker and eddy-query its tail), no manifest is published for
+//! it any more (a worker still sealing cannot resurrect it), and a create
+//! of the same name is refused until the files are collected:
+//! [`Store::collect_dropped`] removes the directory once the drop is older
+//! than the grace period and no lease (a pinned snapshot) still holds it.
+
+use std::fs;
+use std::io;
+use std::time::{Duration, SystemTime};
+
+use eddy_format::Versions;
+use serde::{Deserialize, Serialize};
+
+use crate::lease::millis;
+use crate::store::create_exclusive;
+use crate::{Error, JsonFormat, Result, Store};
+
+/// The drop marker (`dropped.json`).
+pub const DROPPED_FORMAT: JsonFormat = JsonFormat {
+    kind: "dropped",
+    what: "drop marker",
+    versions: Versions::new(1, 1),
+};
+
+/// File name of the drop marker in a collection's directory.
+pub(crate) const DROPPED_FILE: &str = "dropped.json";
+
+/// What the marker records.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DropRecord {
+    /// When, in ms since the Unix epoch.
+    pub dropped_ms: u64,
+    /// Who asked, for operators.
+    pub by: String,
+}
+
+impl Store {
+    /// Whether `collection` has a drop marker.
+    pub fn is_dropped(&self, collection: &str) -> bool {
+        self.dir(collection).join(DROPPED_FILE).exists()
+    }
+
+    /// Drops `collection` (see the module), recording `by`: `Ok(true)` when
+    /// this call dropped it, `Ok(false)` when it was dropped already,
+    /// [`Error::UnknownCollection`] when there is no such collection.
+    pub fn drop_collection(&self, collection: &str, by: &str) -> Result<bool> {
+        let dir = self.dir(collection);
+        if !dir.join("collection.json").exists() {
+            return Err(Error::UnknownCollection(collection.to_owned()));
+        }
+        let path = dir.join(DROPPED_FILE);
+        let record = DropRecord {
+            dropped_ms: millis(SystemTime::now()),
+            by: by.to_owned(),
+        };
+        let bytes = DROPPED_FORMAT.encode(&path, &record)?;
+        create_exclusive(&path, &bytes)
+    }
+
+    /// Removes the files of collections dropped more than `grace` ago that
+    /// no unexpired lease holds; returns the collections removed.
+    pub fn collect_dropped(&self, grace: Duration) -> Result<Vec<String>> {
+        let root = self.root().join("collections");
+        let entries = match fs::read_dir(&root) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => {
+                return Err(Error::Io {
+                    path: root,
+                    source: e,
+                })
+            }
+        };
+        let now = SystemTime::now();
+        let mut removed = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(Error::io(&root))?;
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            let marker = entry.path().join(DROPPED_FILE);
+            let bytes = match fs::read(&marker) {
+                Ok(b) => b,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    return Err(Error::Io {
+                        path: marker,
+                        source: e,
+                    })
+                }
+            };
+            let record: DropRecord = DROPPED_FORMAT.decode(&marker, &bytes)?;
+            if millis(now).saturating_sub(record.dropped_ms) < grace.as_millis() as u64 {
+                continue;
+            }
+            if self.leases(&name)?.iter().any(|l| l.holds_at(now)) {
+                continue;
+            }
+            let dir = entry.path();
+            fs::remove_dir_all(&dir).map_err(|source| Error::Io { path: dir, source })?;
+            removed.push(name);
+        }
+        Ok(removed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use eddy_model::CollectionDef;
+
+    use super::*;
+
+    #[test]
+    fn a_dropped_collection_is_gone_then_collected() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Store::open(dir.path()).expect("store");
+        let def = CollectionDef::new("d", 2);
+        store.create_collection(&def).expect("created");
+        assert!(matches!(
+            store.drop_collection("nope", "test"),
+            Err(Error::UnknownCollection(_))
+        ));
+        assert!(store.drop_collection("d", "test").expect("dropped"));
+        assert!(!store.drop_collection("d", "test").expect("again"));
+        assert!(store.is_dropped("d"));
+        assert_eq!(store.collection("d").expect("read"), None);
+        assert!(store.collections().expect("list").is_empty());
+        // No manifest is published for it, and its name is not free yet.
+        let next = store.latest_manifest("d").expect("latest").successor();
+        assert!(matches!(store.publish(&next), Err(Error::Dropped(_))));
+        assert!(matches!(
+            store.create_collection(&def),
+            Err(Error::Dropped(_))
+        ));
+
+        // A lease (a pinned snapshot) holds the files past the grace.
+        let lease = store
+            .take_lease("d", "snapshot", Duration::from_secs(60), Some(0))
+            .expect("lease");
+        assert!(store
+            .collect_dropped(Duration::ZERO)
+            .expect("gc")
+            .is_empty());
+        drop(lease);
+        assert!(store
+            .collect_dropped(Duration::from_secs(3600))
+            .expect("gc")
+            .is_empty());
+        assert_eq!(store.collect_dropped(Duration::ZERO).expect("gc"), ["d"]);
+        assert!(!dir.path().join("collections/d").exists());
+        // Now the name is free again.
+        store.create_collection(&def).expect("created again");
+    }
+
+    /// The golden marker of format version 1 still reads; a marker of a
+    /// newer version, or a damaged one, stops collection with a clear error
+    /// instead of removing files it cannot vouch for.
+    #[test]
+    fn the_marker_format_is_fixed_and_checked() {
+        let golden = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/dropped-v1.json");
+        let record = DropRecord {
+            dropped_ms: 1_764_547_200_000,
+            by: "http".into(),
+        };
+        if std::env::var_os("EDDY_WRITE_GOLDEN").is_some() {
+            let bytes = DROPPED_FORMAT
+                .encode(std::path::Path::new(golden), &record)
+                .expect("encode");
+            fs::write(golden, bytes).expect("write golden");
+        }
+        let bytes = fs::read(golden).expect("golden marker");
+        let read: DropRecord = DROPPED_FORMAT
+            .decode(std::path::Path::new(golden), &bytes)
+            .expect("v1 reads");
+        assert_eq!(read, record);
+        let again = DROPPED_FORMAT
+            .encode(std::path::Path::new(golden), &record)
+            .expect("encode");
+        assert_eq!(again, bytes, "encoding is stable");
+
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Store::open(dir.path()).expect("store");
+        store
+            .create_collection(&CollectionDef::new("d", 2))
+            .expect("created");
+        let marker = dir.path().join("collections/d").join(DROPPED_FILE);
+        let newer = String::from_utf8(bytes.clone())
+            .expect("utf-8")
+            .replace("\"format_version\":1", "\"format_version\":2");
+        fs::write(&marker, newer).expect("write");
+        let err = store.collect_dropped(Duration::ZERO).expect_err("newer");
+        assert!(err.to_string().contains("version 2"), "{err}");
+        let damaged = String::from_utf8(bytes)
+            .expect("utf-8")
+            .replace("http", "htpp");
+        fs::write(&marker, damaged).expect("write");
+        let err = store.collect_dropped(Duration::ZERO).expect_err("damaged");
+        assert!(err.to_string().contains("checksum"), "{err}");
+        assert!(dir.path().join("collections/d").exists(), "nothing removed");
+    }
+}

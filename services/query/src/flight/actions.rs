@@ -1,0 +1,101 @@
+//! Flight actions: collection management and stats for clients that speak
+//! only Flight. Bodies and answers are JSON.
+//!
+//! - `create_collection` (admin): a collection definition with its `name`
+//!   (as `PUT /v1/collections/{c}` takes it); answers `{"created", "info"}`.
+//! - `drop_collection` (admin): `{"name"}`; answers `{"dropped"}`; NOT_FOUND
+//!   when there is no such collection or it was dropped already.
+//! - `collection_stats` (read): `{"name"}`; answers the collection info
+//!   (definition, status, recall estimate).
+
+use std::sync::Arc;
+
+use arrow_flight::ActionType;
+use serde::Deserialize;
+
+use crate::auth::Scope;
+use crate::engine::Engine;
+use crate::error::ApiError;
+use crate::request::CollectionJson;
+
+/// The actions, with what each does.
+pub const ACTIONS: [(&str, &str); 3] = [
+    (
+        "create_collection",
+        "Create a collection (admin): JSON {name, dimension, metric, id_type, topic, payload_fields}",
+    ),
+    ("drop_collection", "Drop a collection (admin): JSON {name}"),
+    (
+        "collection_stats",
+        "A collection's definition, status and recall estimate: JSON {name}",
+    ),
+];
+
+/// The scope an action needs (`None`: no such action).
+pub fn scope(action: &str) -> Option<Scope> {
+    match action {
+        "create_collection" | "drop_collection" => Some(Scope::Admin),
+        "collection_stats" => Some(Scope::Read),
+        _ => None,
+    }
+}
+
+/// `ListActions`' answer.
+pub fn action_types() -> Vec<ActionType> {
+    ACTIONS
+        .iter()
+        .map(|(name, description)| ActionType {
+            r#type: (*name).to_owned(),
+            description: (*description).to_owned(),
+        })
+        .collect()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Named {
+    name: String,
+}
+
+fn json<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::BadRequest(format!("invalid action body: {e}")))
+}
+
+/// Runs `action` with `body` (the caller checked its scope); the JSON
+/// answer. Store I/O runs off the async workers.
+pub async fn run(engine: &Arc<Engine>, action: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    let answer = match action {
+        "create_collection" => {
+            let def = json::<CollectionJson>(body)?.into_def(None)?;
+            let name = def.name.clone();
+            let creator = engine.clone();
+            let created = tokio::task::spawn_blocking(move || creator.create_collection(def))
+                .await
+                .map_err(|e| ApiError::Internal(e.to_string()))??;
+            let collection = engine.collection(&name)?;
+            let info = engine.collection_info(&collection);
+            serde_json::json!({"created": created, "info": info})
+        }
+        "drop_collection" => {
+            let Named { name } = json(body)?;
+            let dropper = engine.clone();
+            let target = name.clone();
+            tokio::task::spawn_blocking(move || dropper.drop_collection(&target, "flight"))
+                .await
+                .map_err(|e| ApiError::Internal(e.to_string()))??;
+            serde_json::json!({"dropped": name})
+        }
+        "collection_stats" => {
+            let Named { name } = json(body)?;
+            let collection = engine.collection(&name)?;
+            engine.collection_info(&collection)
+        }
+        other => {
+            return Err(ApiError::BadRequest(format!(
+                "unknown action {other:?}; ListActions lists them"
+            )))
+        }
+    };
+    serde_json::to_vec(&answer).map_err(|e| ApiError::Internal(e.to_string()))
+}
