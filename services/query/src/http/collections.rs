@@ -42,11 +42,7 @@ pub(super) async fn list_collections(State(state): State<HttpState>) -> Response
     params(("c" = String, Path, description = "Collection name")),
     responses(
         (status = 200, description = "The definition and status (segments, tail rows, offsets, quarantined segments)", body = Object),
-        (status = 400, description = "Malformed body or invalid option", body = super::openapi::ErrorBody),
-        (status = 401, description = "No API key, or an unknown one", body = super::openapi::ErrorBody),
-        (status = 404, description = "Unknown collection or snapshot", body = super::openapi::ErrorBody),
-        (status = 429, description = "Overloaded: retry later", body = super::openapi::ErrorBody),
-        (status = 504, description = "Timed out", body = super::openapi::ErrorBody),
+        super::openapi::RequestErrors,
     )
 )]
 pub(super) async fn get_collection(
@@ -68,11 +64,7 @@ pub(super) async fn get_collection(
     request_body = CollectionJson,
     responses(
         (status = 200, description = "Exists with this definition (201 when created)", body = Object),
-        (status = 400, description = "Malformed body or invalid option", body = super::openapi::ErrorBody),
-        (status = 401, description = "No API key, or an unknown one", body = super::openapi::ErrorBody),
-        (status = 404, description = "Unknown collection or snapshot", body = super::openapi::ErrorBody),
-        (status = 429, description = "Overloaded: retry later", body = super::openapi::ErrorBody),
-        (status = 504, description = "Timed out", body = super::openapi::ErrorBody),
+        super::openapi::RequestErrors,
         (status = 201, description = "Created", body = Object),
         (status = 403, description = "Not an admin key, or a topic outside the allow-list", body = super::openapi::ErrorBody),
         (status = 409, description = "Exists with another definition, or the collection cap is reached", body = super::openapi::ErrorBody),
@@ -135,11 +127,7 @@ pub(super) async fn delete_collection(
     params(("c" = String, Path, description = "Collection name"), ("id" = String, Path, description = "Point id")),
     responses(
         (status = 200, description = "`id`, `vector`, `payload`", body = Object),
-        (status = 400, description = "Malformed body or invalid option", body = super::openapi::ErrorBody),
-        (status = 401, description = "No API key, or an unknown one", body = super::openapi::ErrorBody),
-        (status = 404, description = "Unknown collection or snapshot", body = super::openapi::ErrorBody),
-        (status = 429, description = "Overloaded: retry later", body = super::openapi::ErrorBody),
-        (status = 504, description = "Timed out", body = super::openapi::ErrorBody),
+        super::openapi::RequestErrors,
     )
 )]
 pub(super) async fn get_point(
@@ -181,11 +169,7 @@ pub(super) struct CountBody {
     request_body = CountBody,
     responses(
         (status = 200, description = "`count` of live points (a filter may narrow them), `offsets`", body = Object),
-        (status = 400, description = "Malformed body or invalid option", body = super::openapi::ErrorBody),
-        (status = 401, description = "No API key, or an unknown one", body = super::openapi::ErrorBody),
-        (status = 404, description = "Unknown collection or snapshot", body = super::openapi::ErrorBody),
-        (status = 429, description = "Overloaded: retry later", body = super::openapi::ErrorBody),
-        (status = 504, description = "Timed out", body = super::openapi::ErrorBody),
+        super::openapi::RequestErrors,
     )
 )]
 pub(super) async fn count(
@@ -232,11 +216,7 @@ pub(super) async fn count(
     request_body = ScanRequestJson,
     responses(
         (status = 200, description = "`points` in id order, `next_after` (null on the last page), `offsets`", body = Object),
-        (status = 400, description = "Malformed body or invalid option", body = super::openapi::ErrorBody),
-        (status = 401, description = "No API key, or an unknown one", body = super::openapi::ErrorBody),
-        (status = 404, description = "Unknown collection or snapshot", body = super::openapi::ErrorBody),
-        (status = 429, description = "Overloaded: retry later", body = super::openapi::ErrorBody),
-        (status = 504, description = "Timed out", body = super::openapi::ErrorBody),
+        super::openapi::RequestErrors,
     )
 )]
 pub(super) async fn scroll(

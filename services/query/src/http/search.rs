@@ -82,11 +82,7 @@ fn one_search(body: SearchRequestJson, path: &str) -> Result<(Vec<f32>, SearchRe
     request_body = SearchRequestJson,
     responses(
         (status = 200, description = "`result` (hits best first: id, score, payload), `offsets` reflected, `stale` when events may be missing, `took_ms`", body = Object),
-        (status = 400, description = "Malformed body or invalid option", body = super::openapi::ErrorBody),
-        (status = 401, description = "No API key, or an unknown one", body = super::openapi::ErrorBody),
-        (status = 404, description = "Unknown collection or snapshot", body = super::openapi::ErrorBody),
-        (status = 429, description = "Overloaded: retry later", body = super::openapi::ErrorBody),
-        (status = 504, description = "Timed out", body = super::openapi::ErrorBody),
+        super::openapi::RequestErrors,
     )
 )]
 pub(super) async fn search(
@@ -164,11 +160,7 @@ fn group_searches(searches: Vec<SearchRequestJson>, path: &str) -> Result<Vec<Gr
     request_body = BatchBody,
     responses(
         (status = 200, description = "`results` (one `result` per search), `offsets`, `stale`, `took_ms`", body = Object),
-        (status = 400, description = "Malformed body or invalid option", body = super::openapi::ErrorBody),
-        (status = 401, description = "No API key, or an unknown one", body = super::openapi::ErrorBody),
-        (status = 404, description = "Unknown collection or snapshot", body = super::openapi::ErrorBody),
-        (status = 429, description = "Overloaded: retry later", body = super::openapi::ErrorBody),
-        (status = 504, description = "Timed out", body = super::openapi::ErrorBody),
+        super::openapi::RequestErrors,
     )
 )]
 pub(super) async fn search_batch(

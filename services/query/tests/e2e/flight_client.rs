@@ -264,6 +264,28 @@ fn keyed_batch(queries: &[Vec<f32>], first: usize) -> RecordBatch {
     .expect("batch")
 }
 
+/// The gRPC status a DoExchange of `command` and `batch` must fail with.
+async fn exchange_status(
+    c: &mut FlightClient,
+    command: serde_json::Value,
+    batch: RecordBatch,
+) -> tonic::Status {
+    let request = FlightDataEncoderBuilder::new()
+        .with_flight_descriptor(Some(FlightDescriptor::new_cmd(command.to_string())))
+        .build(futures::stream::iter([Ok(batch)]));
+    let err = match c.do_exchange(request).await {
+        Err(e) => e,
+        Ok(stream) => stream
+            .try_collect::<Vec<_>>()
+            .await
+            .expect_err("the exchange must fail"),
+    };
+    match err {
+        arrow_flight::error::FlightError::Tonic(status) => *status,
+        other => panic!("expected a gRPC status, got {other:?}"),
+    }
+}
+
 /// DoExchange carries every input column but `vector` beside each result
 /// row, across batches; an input column named like a result column is
 /// INVALID_ARGUMENT.
@@ -325,23 +347,9 @@ pub async fn exchange_carries_input_columns(
         let scores = arrow_array::Int32Array::from(vec![1, 2]);
         RecordBatch::try_new(schema, vec![b.column(0).clone(), Arc::new(scores)]).expect("batch")
     };
-    let request = FlightDataEncoderBuilder::new()
-        .with_flight_descriptor(Some(FlightDescriptor::new_cmd(
-            json!({"collection": collection, "k": 4}).to_string(),
-        )))
-        .build(futures::stream::iter([Ok(clash)]));
-    let err = match c.do_exchange(request).await {
-        Err(e) => e,
-        Ok(stream) => stream
-            .try_collect::<Vec<_>>()
-            .await
-            .expect_err("a clashing column"),
-    };
-    assert!(
-        matches!(&err, arrow_flight::error::FlightError::Tonic(s)
-            if s.code() == tonic::Code::InvalidArgument && s.message().contains("`score`")),
-        "{err:?}"
-    );
+    let status = exchange_status(&mut c, json!({"collection": collection, "k": 4}), clash).await;
+    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status}");
+    assert!(status.message().contains("`score`"), "{status}");
 }
 
 /// DoExchange input columns `k` and `filter` set each row's own options
@@ -412,20 +420,9 @@ pub async fn exchange_takes_per_row_k_and_filter(
         let ks = arrow_array::Int64Array::from(vec![0; queries.len()]);
         RecordBatch::try_new(schema, vec![input.column(0).clone(), Arc::new(ks)]).expect("batch")
     };
-    let request = FlightDataEncoderBuilder::new()
-        .with_flight_descriptor(Some(FlightDescriptor::new_cmd(
-            json!({"collection": collection}).to_string(),
-        )))
-        .build(futures::stream::iter([Ok(bad)]));
-    let err = match c.do_exchange(request).await {
-        Err(e) => e,
-        Ok(stream) => stream.try_collect::<Vec<_>>().await.expect_err("k = 0"),
-    };
-    assert!(
-        matches!(&err, arrow_flight::error::FlightError::Tonic(s)
-            if s.code() == tonic::Code::InvalidArgument && s.message().contains("k must be")),
-        "{err:?}"
-    );
+    let status = exchange_status(&mut c, json!({"collection": collection}), bad).await;
+    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status}");
+    assert!(status.message().contains("k must be"), "{status}");
 }
 
 /// A DoGet scan ticket streams every live point once, with its vector and
@@ -476,28 +473,9 @@ pub async fn scan_streams_every_live_point(
 
     let filtered = json!({"scan": collection,
         "filter": {"must": [{"key": "kind", "match": {"value": "k1"}}]}, "with_payload": false});
-    let batches: Vec<RecordBatch> = c
-        .do_get(Ticket::new(filtered.to_string()))
-        .await
-        .expect("filtered scan")
-        .try_collect()
-        .await
-        .expect("batches");
-    let mut ids: Vec<u64> = batches
-        .iter()
-        .flat_map(|b| {
-            let ids = b
-                .column(0)
-                .as_any()
-                .downcast_ref::<UInt64Array>()
-                .expect("ids");
-            ids.values().to_vec()
-        })
-        .collect();
-    ids.sort_unstable();
+    let ids = scanned_ids(&mut c, Ticket::new(filtered.to_string())).await;
     let want: Vec<u64> = points.keys().copied().filter(|id| id % 3 == 1).collect();
     assert_eq!(ids, want);
-    assert!(batches.iter().all(|b| b.num_columns() == 1), "ids only");
 }
 
 /// Every id a DoGet on `ticket` streams, sorted.
