@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# eddy demo on a fresh machine: installs the Tansu broker if missing, builds
+# eddy demo on a fresh machine: installs the Tansu broker (and OpenSSL's
+# headers) if missing, builds
 # the services and the demo driver in release mode, and runs
 #   eddy-loadtest demo "$@"
 # (see `target/release/eddy-loadtest demo --help`; e.g. `--exit` to stop
@@ -13,6 +14,12 @@ if [[ -n "${TANSU_BIN:-}" ]]; then
 elif ! command -v tansu >/dev/null 2>&1 && [[ ! -x "$HOME/.cargo/bin/tansu" ]]; then
     echo "==> installing the Tansu broker (one-off, a few minutes)" >&2
     cargo install --locked tansu --features libsql
+fi
+
+# The Kafka client is built with OpenSSL (TLS and SCRAM for secured brokers).
+if ! pkg-config --exists openssl 2>/dev/null; then
+    echo "==> installing OpenSSL headers (apt-get install libssl-dev pkg-config)" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libssl-dev pkg-config >/dev/null
 fi
 
 echo "==> building eddy (release)" >&2

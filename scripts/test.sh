@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need when missing (Tansu, pyarrow,
-# numpy, duckdb, schemathesis, build packages), checks formatting and lints,
+# numpy, duckdb, schemathesis, build packages with OpenSSL for Kafka's TLS and
+# SCRAM, socat as the test broker's TLS front), checks formatting and lints,
 # then runs every test,
 # the ingest crash-point tests (failpoints build), and the SIMD kernels again
 # with every backend this CPU supports forced in turn.
@@ -9,11 +10,12 @@ cd "$(dirname "$0")/.."
 
 log() { printf '\n== %s\n' "$*"; }
 
-if ! dpkg -s zlib1g-dev make gcc >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
-  log "installing build packages and promtool (apt-get)"
+if ! dpkg -s zlib1g-dev libssl-dev pkg-config make gcc >/dev/null 2>&1 \
+  || ! command -v promtool >/dev/null 2>&1 || ! command -v socat >/dev/null 2>&1; then
+  log "installing build packages, promtool and socat (apt-get)"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    zlib1g-dev make gcc prometheus >/dev/null
+    zlib1g-dev libssl-dev pkg-config make gcc prometheus socat >/dev/null
 fi
 
 export PATH="$HOME/.cargo/bin:$PATH"

@@ -93,6 +93,18 @@ pub enum Error {
         /// The end of the broker log.
         log: String,
     },
+    /// `tansu user create` failed.
+    #[error("`tansu user create {user}` failed ({status}): {output}; broker log:\n{log}")]
+    UserCreate {
+        /// The user.
+        user: String,
+        /// The command's exit status, or "timed out".
+        status: String,
+        /// The command's stdout and stderr.
+        output: String,
+        /// The end of the broker log.
+        log: String,
+    },
     /// The topic did not show all its partitions in metadata in time.
     #[error("topic {topic} did not show {partitions} partitions within {waited:?} (last seen: {seen}); broker log:\n{log}")]
     TopicTimeout {
@@ -123,7 +135,7 @@ pub enum Error {
 /// Result alias for this module.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
+pub(crate) fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
     let what = what.into();
     move |source| Error::Io { what, source }
 }
@@ -165,12 +177,12 @@ pub fn find_tansu() -> Result<PathBuf> {
 /// Dropping it kills the broker and deletes its data and log.
 #[derive(Debug)]
 pub struct Tansu {
-    bin: PathBuf,
-    port: u16,
-    log_path: PathBuf,
+    pub(crate) bin: PathBuf,
+    pub(crate) port: u16,
+    pub(crate) log_path: PathBuf,
     // Field order matters: the process is stopped before the dir is removed.
-    child: Mutex<ChildGuard>,
-    dir: tempfile::TempDir,
+    pub(crate) child: Mutex<ChildGuard>,
+    pub(crate) dir: tempfile::TempDir,
 }
 
 impl Tansu {
@@ -240,33 +252,11 @@ impl Tansu {
     /// waits (up to [`TOPIC_TIMEOUT`]) until metadata shows every partition with a leader.
     /// An existing topic with that many partitions is accepted.
     pub fn create_topic(&self, name: &str, partitions: u32) -> Result<()> {
-        let out_path = self.dir.path().join(format!("topic-create-{name}.out"));
-        let out =
-            File::create(&out_path).map_err(io_err(format!("create {}", out_path.display())))?;
-        let err = out.try_clone().map_err(io_err("clone output file"))?;
-        let mut cmd = Command::new(&self.bin);
-        cmd.args(["topic", "create", name, "--partitions"])
-            .arg(partitions.to_string())
-            .arg("--broker")
-            .arg(self.broker_url())
-            // tansu reads `.env` from its working directory: keep it in ours.
-            .current_dir(self.dir.path())
-            .stdout(out)
-            .stderr(err);
-        let mut guard = ChildGuard::spawn(format!("tansu topic create {name}"), &mut cmd)?
-            .with_grace(Duration::ZERO);
-        let deadline = Instant::now() + TOPIC_TIMEOUT;
-        let status = loop {
-            if let Some(status) = guard.try_wait()? {
-                break Some(status);
-            }
-            if Instant::now() >= deadline {
-                break None;
-            }
-            thread::sleep(Duration::from_millis(20));
-        };
-        drop(guard);
-        let output = file_tail(&out_path, LOG_TAIL_BYTES);
+        let partitions_arg = partitions.to_string();
+        let (status, output) = self.run_cli(
+            &format!("topic-create-{name}"),
+            &["topic", "create", name, "--partitions", &partitions_arg],
+        )?;
         match status {
             Some(s) if s.success() => {}
             // Idempotent: an existing topic is fine if it has the partitions (checked below).
@@ -288,6 +278,41 @@ impl Tansu {
             }
         }
         self.wait_topic(name, partitions, TOPIC_TIMEOUT)
+    }
+
+    /// Runs the `tansu` CLI with `args` and `--broker` this broker (up to
+    /// [`TOPIC_TIMEOUT`]); its exit status (`None`: timed out) and output.
+    pub(crate) fn run_cli(
+        &self,
+        label: &str,
+        args: &[&str],
+    ) -> Result<(Option<ExitStatus>, String)> {
+        let out_path = self.dir.path().join(format!("{label}.out"));
+        let out =
+            File::create(&out_path).map_err(io_err(format!("create {}", out_path.display())))?;
+        let err = out.try_clone().map_err(io_err("clone output file"))?;
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(args)
+            .arg("--broker")
+            .arg(self.broker_url())
+            // tansu reads `.env` from its working directory: keep it in ours.
+            .current_dir(self.dir.path())
+            .stdout(out)
+            .stderr(err);
+        let mut guard =
+            ChildGuard::spawn(format!("tansu {label}"), &mut cmd)?.with_grace(Duration::ZERO);
+        let deadline = Instant::now() + TOPIC_TIMEOUT;
+        let status = loop {
+            if let Some(status) = guard.try_wait()? {
+                break Some(status);
+            }
+            if Instant::now() >= deadline {
+                break None;
+            }
+            thread::sleep(Duration::from_millis(20));
+        };
+        drop(guard);
+        Ok((status, file_tail(&out_path, LOG_TAIL_BYTES)))
     }
 
     fn consumer(&self) -> Result<BaseConsumer> {
@@ -330,10 +355,8 @@ impl Tansu {
                 thread::sleep(Duration::from_millis(50));
                 continue;
             }
-            match consumer.fetch_metadata(None, Duration::from_secs(2)) {
-                Ok(md) if !md.brokers().is_empty() => return Ok(()),
-                Ok(_) => last_error = "metadata lists no brokers".to_owned(),
-                Err(e) => last_error = format!("metadata: {e}"),
+            if lists_a_broker(&consumer, &mut last_error) {
+                return Ok(());
             }
             thread::sleep(Duration::from_millis(100));
         }
@@ -373,6 +396,25 @@ impl Tansu {
     }
 }
 
+/// One metadata request: whether it lists a broker; if not, why, in
+/// `last_error`.
+pub(crate) fn lists_a_broker<C: rdkafka::consumer::ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    last_error: &mut String,
+) -> bool {
+    match consumer.fetch_metadata(None, Duration::from_secs(2)) {
+        Ok(md) if !md.brokers().is_empty() => true,
+        Ok(_) => {
+            *last_error = "metadata lists no brokers".to_owned();
+            false
+        }
+        Err(e) => {
+            *last_error = format!("metadata: {e}");
+            false
+        }
+    }
+}
+
 /// Whether metadata shows `topic` with `partitions` partitions, each led by a
 /// broker; and a description of what it shows.
 fn topic_ready(md: &Metadata, topic: &str, partitions: u32) -> (bool, String) {
@@ -395,7 +437,25 @@ fn topic_ready(md: &Metadata, topic: &str, partitions: u32) -> (bool, String) {
 }
 
 fn spawn_broker(bin: &Path, dir: &Path, port: u16, log_path: &Path) -> Result<ChildGuard> {
-    let log = File::create(log_path).map_err(io_err(format!("create {}", log_path.display())))?;
+    let url = format!("tcp://127.0.0.1:{port}");
+    spawn_broker_with(bin, dir, port, &url, &[], log_path)
+}
+
+/// Spawns the broker listening on `port`, advertising `advertised`, with
+/// `extra` flags; its output goes to `log_path` (appended to).
+pub(crate) fn spawn_broker_with(
+    bin: &Path,
+    dir: &Path,
+    port: u16,
+    advertised: &str,
+    extra: &[&str],
+    log_path: &Path,
+) -> Result<ChildGuard> {
+    let log = File::options()
+        .create(true)
+        .append(true)
+        .open(log_path)
+        .map_err(io_err(format!("open {}", log_path.display())))?;
     let log_err = log.try_clone().map_err(io_err("clone log file"))?;
     let url = format!("tcp://127.0.0.1:{port}");
     let mut cmd = Command::new(bin);
@@ -408,9 +468,10 @@ fn spawn_broker(bin: &Path, dir: &Path, port: u16, log_path: &Path) -> Result<Ch
         .arg("--listener-url")
         .arg(&url)
         .arg("--advertised-listener-url")
-        .arg(&url)
+        .arg(advertised)
         .arg("--cluster-id")
         .arg("eddy-test")
+        .args(extra)
         .current_dir(dir)
         .stdout(log)
         .stderr(log_err);

@@ -7,7 +7,8 @@
 //! - [`driver`]: `eddy-loadtest query`, closed and open loops over HTTP and
 //!   Flight, recall, and [`freshness`] probes.
 //! - [`broker`]: a throwaway Kafka-protocol broker (Tansu, SQLite storage) for
-//!   the demo and the services' integration tests.
+//!   the demo and the services' integration tests; [`secured_broker`]: the
+//!   same behind SCRAM and TLS (`SASL_SSL`), as secured clusters run.
 //! - [`process`]: free ports and child processes stopped on drop.
 //! - [`dataset`]: base vectors, payloads, queries and ground truth from disk
 //!   (the committed sample under `data/`, or the full dataset).
@@ -34,4 +35,5 @@ pub mod process;
 pub mod produce;
 pub mod progress;
 pub mod publish;
+pub mod secured_broker;
 pub mod stats;

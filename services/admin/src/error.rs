@@ -15,6 +15,10 @@ pub enum Error {
     /// The Kafka settings were refused.
     #[error(transparent)]
     Settings(#[from] eddy_kafka::ProtectedProperty),
+    /// The Kafka secrets file could not be read, or a secret was given on
+    /// the command line.
+    #[error(transparent)]
+    Config(#[from] eddy_config::Error),
     /// A Kafka client call failed.
     #[error("kafka: {action}: {source}")]
     Kafka {

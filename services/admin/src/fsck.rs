@@ -110,11 +110,17 @@ pub fn run(args: &FsckArgs) -> Result<Outcome> {
             .ok_or_else(|| Error::NoCollection(name.clone()))?],
         None => store.collections()?,
     };
-    let kafka = args
-        .brokers
-        .as_ref()
-        .map(|b| KafkaSettings::new(b.clone(), Vec::new()))
-        .transpose()?;
+    let kafka = match &args.brokers {
+        Some(brokers) => {
+            let mut client = args.kafka.clone();
+            client.load_secrets()?;
+            Some(KafkaSettings::new(
+                brokers.clone(),
+                client.client_properties(),
+            )?)
+        }
+        None => None,
+    };
     let mut checked = Vec::with_capacity(defs.len());
     for def in &defs {
         checked.push(fsck_collection(&store, def, kafka.as_ref())?);

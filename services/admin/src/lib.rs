@@ -62,6 +62,10 @@ pub struct FsckArgs {
     /// Kafka bootstrap servers; with them every offset is accounted for.
     #[arg(long, env = "EDDY_BROKERS")]
     pub brokers: Option<String>,
+    /// Kafka client properties and secrets (a secured cluster), as the
+    /// services take them.
+    #[command(flatten)]
+    pub kafka: eddy_config::KafkaArgs,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,

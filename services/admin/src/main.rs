@@ -8,7 +8,12 @@ use clap::Parser as _;
 use eddy_admin::{Cli, Outcome};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let args: Vec<String> = std::env::args().collect();
+    if let Err(e) = eddy_config::refuse_secret_flags(&args) {
+        eprintln!("eddy: {e}");
+        return ExitCode::from(2);
+    }
+    let cli = Cli::parse_from(args);
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use eddy_model::CollectionDef;
 
+use crate::error::{Error, Result};
+
 /// Settings every service shares. `Debug` shows Kafka property names
 /// only: their values may be credentials.
 #[derive(Clone, clap::Args)]
@@ -30,14 +32,31 @@ pub struct CommonArgs {
     #[arg(long, env = "EDDY_COLLECTION_POLL_MS", default_value_t = 1_000)]
     pub collection_poll_ms: u64,
 
+    /// Kafka client properties and secrets.
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
+
+    /// Log format.
+    #[arg(long, env = "EDDY_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
+}
+
+/// The Kafka client flags every eddy program that talks to Kafka takes
+/// (both services, `eddy fsck --brokers`). `Debug` shows property names
+/// only: their values may be credentials.
+#[derive(Clone, Default, clap::Args)]
+pub struct KafkaArgs {
     /// Extra librdkafka properties, passed through verbatim (`key=value`;
     /// `;`-separated in the environment). Values are never logged.
     #[arg(long = "kafka-property", env = "EDDY_KAFKA_PROPERTIES", value_delimiter = ';', value_parser = KeyValueParser, hide_env_values = true)]
     pub kafka_properties: Vec<(String, String)>,
 
-    /// Log format.
-    #[arg(long, env = "EDDY_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
-    pub log_format: String,
+    /// A file of secret librdkafka properties (`key=value` lines such as
+    /// `sasl.password=...`; `#` comments), read once at start-up and added
+    /// to `--kafka-property`: secrets stay off the command line, where any
+    /// user of the machine can read them. Values are never logged.
+    #[arg(long, env = "EDDY_KAFKA_SECRETS_FILE")]
+    pub kafka_secrets_file: Option<PathBuf>,
 }
 
 /// Parses `key=value` like [`parse_key_value`], with an error that does not
@@ -82,31 +101,119 @@ fn parse_key_value(s: &str) -> Result<(String, String), String> {
 
 impl std::fmt::Debug for CommonArgs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let property_names: Vec<&str> = self
-            .kafka_properties
-            .iter()
-            .map(|(k, _)| k.as_str())
-            .collect();
         f.debug_struct("CommonArgs")
             .field("config", &self.config)
             .field("store", &self.store)
             .field("brokers", &self.brokers)
             .field("collections", &self.collections)
             .field("collection_poll_ms", &self.collection_poll_ms)
-            .field("kafka_properties", &property_names)
+            .field("kafka", &self.kafka)
             .field("log_format", &self.log_format)
             .finish()
     }
 }
 
-impl CommonArgs {
+impl std::fmt::Debug for KafkaArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let property_names: Vec<&str> = self
+            .kafka_properties
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .collect();
+        f.debug_struct("KafkaArgs")
+            .field("kafka_properties", &property_names)
+            .field("kafka_secrets_file", &self.kafka_secrets_file)
+            .finish()
+    }
+}
+
+/// Whether librdkafka property `key` holds a secret (a password, a
+/// client secret, a private key or a JAAS line with credentials).
+pub fn is_secret_property(key: &str) -> bool {
+    let key = key.trim().to_ascii_lowercase();
+    key.contains("password")
+        || key.contains("secret")
+        || key == "sasl.jaas.config"
+        || key == "ssl.key.pem"
+}
+
+/// Refuses a secret Kafka property given as a `--kafka-property` flag in
+/// `args` (the process's command line, readable by every user of the
+/// machine): it belongs in `--kafka-secrets-file` or the environment
+/// (`EDDY_KAFKA_PROPERTIES`). The error names the key, never the value.
+pub fn refuse_secret_flags(args: &[String]) -> Result<()> {
+    let mut values = Vec::new();
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        if arg == "--kafka-property" {
+            values.extend(iter.next().map(String::as_str));
+        } else if let Some(v) = arg.strip_prefix("--kafka-property=") {
+            values.push(v);
+        }
+    }
+    for value in values {
+        if let Ok((key, _)) = parse_key_value(value) {
+            if is_secret_property(&key) {
+                return Err(Error::SecretOnCommandLine { key });
+            }
+        }
+    }
+    Ok(())
+}
+
+impl KafkaArgs {
+    /// Reads `--kafka-secrets-file` into the Kafka properties (call it
+    /// once, at start-up). Errors name the file and line, never a value; a file
+    /// others may read is warned about.
+    pub fn load_secrets(&mut self) -> Result<()> {
+        let Some(path) = self.kafka_secrets_file.clone() else {
+            return Ok(());
+        };
+        let refuse = |line: usize, reason: &'static str| Error::SecretsFile {
+            path: path.clone(),
+            line,
+            reason,
+        };
+        let text = std::fs::read_to_string(&path).map_err(|source| Error::ReadFile {
+            path: path.clone(),
+            source,
+        })?;
+        warn_if_shared(&path);
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (key, value) =
+                parse_key_value(line).map_err(|_| refuse(i + 1, "expected key=value"))?;
+            if key.is_empty() {
+                return Err(refuse(i + 1, "empty key"));
+            }
+            self.kafka_properties.push((key, value.trim().to_owned()));
+        }
+        Ok(())
+    }
+
     /// The librdkafka properties to pass through, without empty entries.
-    pub fn kafka_client_properties(&self) -> Vec<(String, String)> {
+    pub fn client_properties(&self) -> Vec<(String, String)> {
         self.kafka_properties
             .iter()
             .filter(|(k, _)| !k.is_empty())
             .cloned()
             .collect()
+    }
+}
+
+/// Warns when the secrets file at `path` may be read by other users.
+fn warn_if_shared(path: &std::path::Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        if let Ok(meta) = std::fs::metadata(path) {
+            if meta.permissions().mode() & 0o077 != 0 {
+                tracing::warn!(path = %path.display(), "the Kafka secrets file may be read by other users: chmod 600 it");
+            }
+        }
     }
 }
 
@@ -126,7 +233,7 @@ mod tests {
     fn empty_kafka_property_entries_are_ignored() {
         let cli = Cli::parse_from(["x", "--kafka-property", "", "--kafka-property", "a=b"]);
         assert_eq!(
-            cli.common.kafka_client_properties(),
+            cli.common.kafka.client_properties(),
             vec![("a".to_owned(), "b".to_owned())]
         );
         assert!(Cli::try_parse_from(["x", "--kafka-property", "novalue"]).is_err());
@@ -172,5 +279,64 @@ mod tests {
         assert_eq!(cli.common.config, Some(PathBuf::from("eddy.toml")));
         assert_eq!(cli.common.collection_poll_ms, 50);
         assert_eq!(cli.common.collections.len(), 1);
+    }
+
+    #[test]
+    fn secrets_come_from_the_file_and_never_show() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("kafka.secrets");
+        std::fs::write(
+            &path,
+            "# SCRAM credentials\nsasl.password = hunter2-secret\n\nssl.key.password=k3y\n",
+        )
+        .expect("write");
+        let mut cli = Cli::parse_from([
+            "x",
+            "--kafka-property",
+            "sasl.username=alice",
+            "--kafka-secrets-file",
+            path.to_str().expect("utf-8"),
+        ]);
+        cli.common.kafka.load_secrets().expect("loaded");
+        let properties = cli.common.kafka.client_properties();
+        assert!(properties.contains(&("sasl.password".into(), "hunter2-secret".into())));
+        assert!(properties.contains(&("ssl.key.password".into(), "k3y".into())));
+        assert!(properties.contains(&("sasl.username".into(), "alice".into())));
+        let shown = format!("{:?}", cli.common);
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("k3y"),
+            "{shown}"
+        );
+
+        std::fs::write(&path, "sasl.password hunter2-secret\n").expect("write");
+        let mut cli = Cli::parse_from(["x", "--kafka-secrets-file", path.to_str().expect("utf-8")]);
+        let err = cli
+            .common
+            .kafka
+            .load_secrets()
+            .expect_err("malformed")
+            .to_string();
+        assert!(err.contains("line 1") && !err.contains("hunter2"), "{err}");
+    }
+
+    #[test]
+    fn secret_properties_are_refused_on_the_command_line_only() {
+        for args in [
+            vec!["x", "--kafka-property", "sasl.password=hunter2"],
+            vec!["x", "--kafka-property=sasl.jaas.config=x"],
+            vec!["x", "--kafka-property", " SSL.Key.Password=p"],
+        ] {
+            let args: Vec<String> = args.into_iter().map(str::to_owned).collect();
+            let err = refuse_secret_flags(&args)
+                .expect_err("secret flag")
+                .to_string();
+            assert!(err.contains("--kafka-secrets-file"), "{err}");
+            assert!(!err.contains("hunter2"), "{err}");
+        }
+        let fine: Vec<String> = ["x", "--kafka-property", "sasl.username=alice"]
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        refuse_secret_flags(&fine).expect("not a secret");
     }
 }

@@ -23,6 +23,23 @@ pub enum Error {
         #[source]
         source: toml::de::Error,
     },
+    /// A line of the Kafka secrets file is malformed (its text is not
+    /// shown: it may hold a secret).
+    #[error("kafka secrets file {} line {line}: {reason} (the line is not shown)", path.display())]
+    SecretsFile {
+        /// The file.
+        path: PathBuf,
+        /// The 1-based line.
+        line: usize,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// A secret Kafka property was given on the command line.
+    #[error("kafka property {key:?} holds a secret: put it in --kafka-secrets-file (or EDDY_KAFKA_PROPERTIES), not on the command line")]
+    SecretOnCommandLine {
+        /// The property's key.
+        key: String,
+    },
     /// The tokio runtime could not be built.
     #[error("building the tokio runtime")]
     Runtime(#[source] std::io::Error),

@@ -80,7 +80,8 @@ impl Drop for Ingest {
 /// Starts the service: opens the store, declares configured collections,
 /// serves metrics, starts the maintenance thread and a worker per collection
 /// (new collections are picked up as they appear in the store).
-pub async fn start(config: IngestConfig) -> Result<Ingest> {
+pub async fn start(mut config: IngestConfig) -> Result<Ingest> {
+    config.common.kafka.load_secrets()?;
     // Refuse offset-unsafe Kafka properties before anything starts.
     config.kafka()?;
     let registry = Registry::new();

@@ -6,6 +6,7 @@ use eddy_ingest::IngestConfig;
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     eddy_config::apply_config_file(&args)?;
+    eddy_config::refuse_secret_flags(&args)?;
     let config = IngestConfig::parse_from(args);
     eddy_config::init_tracing(&config.common.log_format);
     #[cfg(feature = "failpoints")]

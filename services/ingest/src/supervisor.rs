@@ -65,19 +65,21 @@ pub(crate) async fn supervise(
                 log_exit(&def.name, old.handle.await, "restarting");
             }
             let worker_stop = Arc::new(AtomicBool::new(false));
-            let (config, store, metrics, flag) = (
-                config.clone(),
-                store.clone(),
-                metrics.clone(),
-                worker_stop.clone(),
-            );
+            // The worker stops on its own flag (a drop) or the service's
+            // (shutdown, or the Ingest handle dropped), whatever becomes
+            // of this task.
+            let flags = worker::StopFlags {
+                shutdown: stop.clone(),
+                dropped: worker_stop.clone(),
+            };
+            let (config, store, metrics) = (config.clone(), store.clone(), metrics.clone());
             let name = def.name.clone();
             workers.insert(
                 name,
                 Running {
                     stop: worker_stop,
                     handle: tokio::task::spawn_blocking(move || {
-                        worker::run_worker(def, store, &config, metrics, flag)
+                        worker::run_worker(def, store, &config, metrics, &flags)
                     }),
                 },
             );

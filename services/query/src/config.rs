@@ -156,7 +156,7 @@ impl QueryConfig {
     pub fn kafka(&self) -> Result<KafkaSettings, ProtectedProperty> {
         KafkaSettings::new(
             self.common.brokers.clone(),
-            self.common.kafka_client_properties(),
+            self.common.kafka.client_properties(),
         )
     }
 

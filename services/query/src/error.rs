@@ -50,6 +50,9 @@ pub enum Error {
     /// A Kafka property in the configuration is one eddy refuses.
     #[error(transparent)]
     KafkaSettings(#[from] eddy_kafka::ProtectedProperty),
+    /// The configuration could not be completed (the Kafka secrets file).
+    #[error(transparent)]
+    Config(#[from] eddy_config::Error),
 }
 
 /// An API error: a closed set of kinds, each with a message for the user.

@@ -95,7 +95,8 @@ impl Drop for Query {
 
 /// Starts the service: opens the store, declares configured collections,
 /// starts watchers and tails, and binds HTTP and Flight.
-pub async fn start(config: QueryConfig) -> Result<Query, Error> {
+pub async fn start(mut config: QueryConfig) -> Result<Query, Error> {
+    config.common.kafka.load_secrets()?;
     let keys = Arc::new(config.api_keys()?);
     keys.check_exposure(
         &[config.http_addr, config.flight_addr],

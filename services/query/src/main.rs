@@ -6,6 +6,7 @@ use eddy_query::QueryConfig;
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     eddy_config::apply_config_file(&args)?;
+    eddy_config::refuse_secret_flags(&args)?;
     let config = QueryConfig::parse_from(args);
     eddy_config::init_tracing(&config.common.log_format);
     let runtime = eddy_config::runtime(2)?;

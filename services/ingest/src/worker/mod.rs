@@ -39,17 +39,32 @@ const LAG_EVERY: Duration = Duration::from_secs(5);
 /// How long reading the topic's `cleanup.policy` waits at start-up.
 const TOPIC_CONFIG_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Runs one collection's worker until `stop` is set or it fails; seals and
-/// commits what it holds before returning.
+/// What stops a worker: the service shutting down, or its collection
+/// dropped.
+pub(crate) struct StopFlags {
+    /// Set at shutdown (and when the service's handle is dropped).
+    pub(crate) shutdown: Arc<AtomicBool>,
+    /// Set when the worker's collection was dropped.
+    pub(crate) dropped: Arc<AtomicBool>,
+}
+
+impl StopFlags {
+    fn any(&self) -> bool {
+        self.shutdown.load(Ordering::Relaxed) || self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+/// Runs one collection's worker until a stop flag is set or it fails;
+/// seals and commits what it holds before returning.
 pub(crate) fn run_worker(
     def: CollectionDef,
     store: Store,
     config: &IngestConfig,
     metrics: IngestMetrics,
-    stop: Arc<AtomicBool>,
+    stop: &StopFlags,
 ) -> Result<()> {
     let mut worker = Worker::start(def, store, config, metrics)?;
-    while !stop.load(Ordering::Relaxed) {
+    while !stop.any() {
         worker.turn()?;
     }
     worker.stop()

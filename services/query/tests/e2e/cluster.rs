@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser as _;
 use eddy_loadtest::broker::Tansu;
+use eddy_loadtest::secured_broker::SecuredTansu;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::ClientConfig;
 use serde_json::{json, Value};
@@ -28,7 +29,14 @@ pub struct Secured {
     pub read_key: String,
     /// An admin-scope key.
     pub admin_key: String,
+    /// The Kafka user's SCRAM password, in a secrets file for the services.
+    pub kafka_password: String,
+    /// `sasl.password=...`: what `--kafka-secrets-file` names.
+    pub kafka_secrets_file: PathBuf,
 }
+
+/// The Kafka user of a secured cluster.
+pub const KAFKA_USER: &str = "eddy";
 
 impl Secured {
     /// Generates a certificate for `localhost` and two keys.
@@ -40,6 +48,13 @@ impl Secured {
         let cert_pem = pair.cert.pem();
         std::fs::write(&cert, &cert_pem).expect("write cert");
         std::fs::write(&key, pair.key_pair.serialize_pem()).expect("write key");
+        let kafka_password = "scram-0123456789abcdef".to_owned();
+        let kafka_secrets_file = dir.path().join("kafka.secrets");
+        std::fs::write(
+            &kafka_secrets_file,
+            format!("# the Kafka user's password\nsasl.password={kafka_password}\n"),
+        )
+        .expect("write secrets");
         Self {
             _dir: dir,
             cert,
@@ -47,6 +62,8 @@ impl Secured {
             cert_pem,
             read_key: "read-0123456789abcdef".into(),
             admin_key: "admin-0123456789abcdef".into(),
+            kafka_password,
+            kafka_secrets_file,
         }
     }
 
@@ -73,10 +90,19 @@ impl Secured {
     }
 }
 
+/// The cluster's broker: plain, or SCRAM over TLS for a secured cluster.
+enum Broker {
+    Plain(Tansu),
+    Secured(SecuredTansu),
+}
+
 /// A running test cluster.
 pub struct Cluster {
     /// Kept alive for the cluster's lifetime (stopped on drop).
-    _tansu: Tansu,
+    broker: Broker,
+    /// The Kafka flags every eddy service of this cluster takes (the
+    /// secured broker's properties and secrets file; none when plain).
+    pub kafka_args: Vec<String>,
     pub topic: String,
     pub ingest: Option<eddy_ingest::Ingest>,
     pub query: Option<eddy_query::Query>,
@@ -133,21 +159,59 @@ impl Cluster {
             )
             .with_test_writer()
             .try_init();
-        let tansu = tokio::task::spawn_blocking(Tansu::start)
-            .await
-            .expect("join")
-            .expect(
-                "Tansu starts (install it with `cargo install --locked tansu --features libsql`)",
-            );
         let topic = collection.to_owned();
-        tansu
-            .create_topic(&topic, partitions)
-            .expect("topic created");
+        let broker = match &secured {
+            None => {
+                let tansu = tokio::task::spawn_blocking(Tansu::start)
+                    .await
+                    .expect("join")
+                    .expect(
+                        "Tansu starts (install it with `cargo install --locked tansu --features libsql`)",
+                    );
+                tansu
+                    .create_topic(&topic, partitions)
+                    .expect("topic created");
+                Broker::Plain(tansu)
+            }
+            Some(s) => {
+                let (cert, key, password) =
+                    (s.cert.clone(), s.key.clone(), s.kafka_password.clone());
+                let topic = topic.clone();
+                Broker::Secured(
+                    tokio::task::spawn_blocking(move || {
+                        SecuredTansu::start(
+                            KAFKA_USER,
+                            &password,
+                            &cert,
+                            &key,
+                            &[(&topic, partitions)],
+                        )
+                    })
+                    .await
+                    .expect("join")
+                    .expect("the secured broker starts (Tansu with SCRAM, socat for TLS)"),
+                )
+            }
+        };
+        let (brokers, kafka_args) = match (&broker, &secured) {
+            (Broker::Secured(b), Some(s)) => {
+                let mut args = Vec::new();
+                for (key, value) in b.client_properties() {
+                    args.extend(["--kafka-property".to_owned(), format!("{key}={value}")]);
+                }
+                args.extend([
+                    "--kafka-secrets-file".to_owned(),
+                    s.kafka_secrets_file.display().to_string(),
+                ]);
+                (b.bootstrap(), args)
+            }
+            (Broker::Secured(b), None) => (b.bootstrap(), Vec::new()),
+            (Broker::Plain(t), _) => (t.bootstrap(), Vec::new()),
+        };
         let store = tempfile::tempdir().expect("tmp store");
         let spec =
             format!("name={collection},dim={DIM},metric=l2,field.kind=keyword,field.i=integer");
-        let brokers = tansu.bootstrap();
-        let ingest = eddy_ingest::start(eddy_ingest::IngestConfig::parse_from([
+        let ingest_args: Vec<String> = [
             "eddy-ingest",
             "--store",
             store.path().to_str().expect("utf-8 path"),
@@ -169,9 +233,14 @@ impl Cluster {
             "127.0.0.1:0",
             "--collection-poll-ms",
             "100",
-        ]))
-        .await
-        .expect("ingest starts");
+        ]
+        .iter()
+        .map(|a| (*a).to_owned())
+        .chain(kafka_args.iter().cloned())
+        .collect();
+        let ingest = eddy_ingest::start(eddy_ingest::IngestConfig::parse_from(ingest_args))
+            .await
+            .expect("ingest starts");
         let mut args: Vec<String> = [
             "eddy-query",
             "--store",
@@ -190,6 +259,7 @@ impl Cluster {
         .iter()
         .chain(query_args)
         .map(|a| (*a).to_owned())
+        .chain(kafka_args.iter().cloned())
         .collect();
         if let Some(s) = &secured {
             args.extend([
@@ -206,14 +276,22 @@ impl Cluster {
         let query = eddy_query::start(eddy_query::QueryConfig::parse_from(args))
             .await
             .expect("query starts");
-        let producer: FutureProducer = ClientConfig::new()
-            .set("bootstrap.servers", &brokers)
+        let mut producer_config = match &broker {
+            Broker::Plain(_) => {
+                let mut c = ClientConfig::new();
+                c.set("bootstrap.servers", &brokers);
+                c
+            }
+            Broker::Secured(b) => b.client_config(),
+        };
+        let producer: FutureProducer = producer_config
             .set("linger.ms", "5")
             .set("acks", "all")
             .create()
             .expect("producer");
         let cluster = Cluster {
-            _tansu: tansu,
+            broker,
+            kafka_args,
             topic,
             ingest: Some(ingest),
             query: Some(query),
@@ -228,6 +306,14 @@ impl Cluster {
         cluster
     }
 
+    /// The broker of a secured cluster (SCRAM over TLS).
+    pub fn secured_kafka(&self) -> Option<&SecuredTansu> {
+        match &self.broker {
+            Broker::Secured(b) => Some(b),
+            Broker::Plain(_) => None,
+        }
+    }
+
     /// The store both services share.
     pub fn store_path(&self) -> &std::path::Path {
         self._store.path()
@@ -235,7 +321,10 @@ impl Cluster {
 
     /// The broker's bootstrap address.
     pub fn brokers(&self) -> String {
-        self._tansu.bootstrap()
+        match &self.broker {
+            Broker::Plain(t) => t.bootstrap(),
+            Broker::Secured(b) => b.bootstrap(),
+        }
     }
 
     /// Base URL of the HTTP API.

@@ -18,7 +18,7 @@ use crate::cluster::{Cluster, DIM};
 pub async fn limits_hold(cluster: &Cluster, collection: &str) {
     let store = cluster.store_path().to_str().expect("utf-8").to_owned();
     let brokers = cluster.brokers();
-    let query = eddy_query::start(eddy_query::QueryConfig::parse_from([
+    let args: Vec<String> = [
         "eddy-query",
         "--store",
         &store,
@@ -36,9 +36,14 @@ pub async fn limits_hold(cluster: &Cluster, collection: &str) {
         "1",
         "--exchange-idle-ms",
         "3000",
-    ]))
-    .await
-    .expect("second query service starts");
+    ]
+    .iter()
+    .map(|a| (*a).to_owned())
+    .chain(cluster.kafka_args.iter().cloned())
+    .collect();
+    let query = eddy_query::start(eddy_query::QueryConfig::parse_from(args))
+        .await
+        .expect("second query service starts");
     let http = reqwest::Client::new();
     let url = |path: &str| format!("http://{}{path}", query.http_addr());
     // The collection under test serves (others on the store, made by

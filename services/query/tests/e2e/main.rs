@@ -118,6 +118,8 @@ async fn secured_cluster() {
     cluster.wait_count(SECURED, 120).await;
     // Sealed, so the snapshot GetFlightInfo pins holds every point.
     cluster.wait_sealed(SECURED).await;
+    eprintln!("step: kafka_wants_tls_and_scram");
+    security::kafka_wants_tls_and_scram(&cluster).await;
     eprintln!("step: http_needs_a_key");
     security::http_needs_a_key(&cluster, SECURED).await;
     eprintln!("step: search_matches_exact_top_k over TLS");

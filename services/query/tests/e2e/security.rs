@@ -404,3 +404,45 @@ async fn wait_for_ingest_metrics(cluster: &Cluster, done: impl Fn(&str) -> bool,
     }
     panic!("timed out waiting for: {what}");
 }
+
+/// The secured cluster's broker lets in only what eddy was given: a
+/// client over TLS without credentials, or with a wrong password, gets no
+/// metadata, one with the user's password does (as ingest, the query tail
+/// and the test producer did to get this far).
+pub async fn kafka_wants_tls_and_scram(cluster: &Cluster) {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let broker = cluster.secured_kafka().expect("a secured broker");
+    let metadata = |config: rdkafka::ClientConfig| {
+        tokio::task::spawn_blocking(move || {
+            let consumer: BaseConsumer = config.create().expect("client");
+            consumer
+                .fetch_metadata(None, std::time::Duration::from_secs(5))
+                .map(|m| m.brokers().len())
+        })
+    };
+    let mut anonymous = rdkafka::ClientConfig::new();
+    anonymous
+        .set("bootstrap.servers", broker.bootstrap())
+        .set("security.protocol", "SSL")
+        .set(
+            "ssl.ca.location",
+            cluster
+                .secured
+                .as_ref()
+                .expect("tls")
+                .cert
+                .display()
+                .to_string(),
+        );
+    let mut wrong = broker.client_config();
+    wrong.set("sasl.password", "not-the-password");
+    assert!(
+        metadata(anonymous).await.expect("join").is_err(),
+        "TLS without SCRAM credentials is refused"
+    );
+    assert!(
+        metadata(wrong).await.expect("join").is_err(),
+        "a wrong password is refused"
+    );
+    assert_eq!(metadata(broker.client_config()).await.expect("join"), Ok(1));
+}
