@@ -134,6 +134,26 @@ impl BatchResult {
         }
         self.hits.extend(part.hits);
     }
+
+    /// Reassembles `n` queries searched in groups: each part's hits go to
+    /// its queries' positions, and the offsets are the lowest per
+    /// partition (a lower bound for the whole batch).
+    pub fn scatter(n: usize, parts: impl IntoIterator<Item = (Vec<usize>, BatchResult)>) -> Self {
+        let mut all = BatchResult {
+            hits: vec![Vec::new(); n],
+            offsets: BTreeMap::new(),
+        };
+        for (positions, part) in parts {
+            for (pos, hits) in positions.into_iter().zip(part.hits) {
+                all.hits[pos] = hits;
+            }
+            for (p, off) in part.offsets {
+                let e = all.offsets.entry(p).or_insert(off);
+                *e = (*e).min(off);
+            }
+        }
+        all
+    }
 }
 
 #[cfg(test)]
@@ -173,5 +193,28 @@ mod tests {
         });
         assert_eq!(all.hits.len(), 2);
         assert_eq!(all.offsets, [(0, 5), (1, 3)].into());
+    }
+
+    #[test]
+    fn scattered_groups_land_in_place_with_the_lowest_offsets() {
+        let hit = |id: u64| Hit {
+            id: PointId::Num(id),
+            score: 0.0,
+            payload: None,
+        };
+        let part = |ids: &[u64], offset: i64| BatchResult {
+            hits: ids.iter().map(|&id| vec![hit(id)]).collect(),
+            offsets: BTreeMap::from([(0, offset)]),
+        };
+        let all = BatchResult::scatter(
+            3,
+            [(vec![2, 0], part(&[20, 0], 9)), (vec![1], part(&[10], 7))],
+        );
+        let ids: Vec<&PointId> = all.hits.iter().map(|h| &h[0].id).collect();
+        assert_eq!(
+            ids,
+            [&PointId::Num(0), &PointId::Num(10), &PointId::Num(20)]
+        );
+        assert_eq!(all.offsets, BTreeMap::from([(0, 7)]));
     }
 }

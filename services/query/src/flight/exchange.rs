@@ -100,26 +100,11 @@ impl Exchange {
             });
         }
         check_total_hits(hits_asked)?;
-        let mut all = BatchResult {
-            hits: vec![Vec::new(); queries.len()],
-            offsets: Default::default(),
-        };
-        let mut first = true;
-        for run in futures::future::join_all(runs).await {
-            let (rows, mut result) = run?;
-            for (row, hits) in rows.into_iter().zip(result.hits.drain(..)) {
-                all.hits[row] = hits;
-            }
-            if std::mem::take(&mut first) {
-                all.offsets = result.offsets;
-            } else {
-                all.extend(BatchResult {
-                    hits: Vec::new(),
-                    offsets: result.offsets,
-                });
-            }
-        }
-        Ok(all)
+        let parts = futures::future::join_all(runs)
+            .await
+            .into_iter()
+            .collect::<Result<Vec<_>, ApiError>>()?;
+        Ok(BatchResult::scatter(queries.len(), parts))
     }
 }
 

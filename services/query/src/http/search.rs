@@ -198,18 +198,11 @@ pub(super) async fn search_batch(
                 Ok::<_, ApiError>((positions, result))
             });
         }
-        let mut hits: Vec<Vec<Hit>> = vec![Vec::new(); n];
-        let mut all = BatchResult::default();
-        for run in futures::future::join_all(runs).await {
-            let (positions, mut result) = run?;
-            for (pos, h) in positions.into_iter().zip(result.hits.drain(..)) {
-                hits[pos] = h;
-            }
-            all.extend(BatchResult {
-                hits: vec![Vec::new()],
-                offsets: result.offsets,
-            });
-        }
+        let parts = futures::future::join_all(runs)
+            .await
+            .into_iter()
+            .collect::<Result<Vec<_>, ApiError>>()?;
+        let all = BatchResult::scatter(n, parts);
         state
             .engine
             .metrics
@@ -217,7 +210,7 @@ pub(super) async fn search_batch(
             .with_label_values(&["http_batch"])
             .inc_by(n as u64);
         Ok(Json(BatchAnswer {
-            results: hits.iter().map(|h| BatchEntry { result: h }).collect(),
+            results: all.hits.iter().map(|h| BatchEntry { result: h }).collect(),
             offsets: &all.offsets,
             stale: collection.staleness(),
             took_ms: started.elapsed().as_secs_f64() * 1e3,
