@@ -394,9 +394,11 @@ pub async fn dropping_collections_and_flight_actions(cluster: &Cluster) {
     );
 }
 
-/// Polls the ingest metrics until `done` holds (at most 30 s).
+/// Polls the ingest metrics until `done` holds (at most 120 s: a worker
+/// stops only after its last seal and consumer close, which a slow broker
+/// (metadata timeouts of 5 s each were seen) can stretch past 30 s).
 async fn wait_for_ingest_metrics(cluster: &Cluster, done: impl Fn(&str) -> bool, what: &str) {
-    for _ in 0..300 {
+    for _ in 0..1200 {
         if done(&cluster.ingest_metrics().await) {
             return;
         }
