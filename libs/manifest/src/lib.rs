@@ -1,7 +1,7 @@
 //! The segment store and its manifests.
 //!
 //! A collection lives in one directory of the store: its definition
-//! (`collection.json`), its segment files, delete files (roaring bitmaps of
+//! (`collection.json`, and `definitions/` once altered), its segment files, delete files (roaring bitmaps of
 //! deleted rows, one current file per segment), and numbered manifest
 //! versions. A manifest names the live segments and, per partition, the first
 //! offset not yet sealed and the partition's owner epoch. New versions are
@@ -15,6 +15,7 @@
 //! `eddy_format` header; readers refuse newer versions and damaged files
 //! with an error naming the file.
 
+mod alter;
 mod deletes;
 mod drop;
 mod envelope;
@@ -26,6 +27,7 @@ mod manifest;
 mod store;
 mod update;
 
+pub use alter::Altered;
 pub use deletes::{DELETES_FORMAT_VERSION, DELETES_MAGIC};
 pub use drop::{DropRecord, DROPPED_FORMAT};
 pub use envelope::{JsonFormat, COLLECTION_FORMAT, MANIFEST_FORMAT};

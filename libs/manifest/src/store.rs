@@ -178,7 +178,8 @@ impl Store {
         }
     }
 
-    /// The definition of `name`, if the collection exists.
+    /// The definition of `name` in force (its newest generation, see
+    /// `alter`), if the collection exists.
     pub fn collection(&self, name: &str) -> Result<Option<CollectionDef>> {
         if eddy_model::validate_name(name).is_err() {
             return Ok(None);
@@ -186,13 +187,7 @@ impl Store {
         if self.is_dropped(name) {
             return Ok(None);
         }
-        let path = self.dir(name).join("collection.json");
-        let bytes = match fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::Io { path, source: e }),
-        };
-        COLLECTION_FORMAT.decode(&path, &bytes).map(Some)
+        Ok(self.definition(name)?.map(|(_, def)| def))
     }
 
     /// Every collection in the store, by name.

@@ -124,6 +124,56 @@ impl CollectionDef {
     }
 }
 
+impl CollectionDef {
+    /// This definition with `fields` added to its indexed payload fields:
+    /// the one change a live collection takes (`PATCH` / `alter_collection`).
+    /// A field it already indexes must keep its type (changing it would
+    /// make existing payload indexes disagree with the definition); adding
+    /// a field twice with the same type changes nothing.
+    pub fn with_payload_fields(&self, fields: &BTreeMap<String, FieldType>) -> Result<Self> {
+        if fields.is_empty() {
+            return Err(Error::InvalidDefinition(
+                "payload_fields names no field to add".to_owned(),
+            ));
+        }
+        let mut altered = self.clone();
+        for (field, ty) in fields {
+            match self.payload_fields.get(field) {
+                Some(existing) if existing != ty => {
+                    return Err(Error::FieldTypeConflict {
+                        field: field.clone(),
+                        indexed: *existing,
+                        asked: *ty,
+                    })
+                }
+                _ => {
+                    altered.payload_fields.insert(field.clone(), *ty);
+                }
+            }
+        }
+        altered.validated()
+    }
+
+    /// Whether `other` could be this collection altered: everything but
+    /// the payload fields equal (name, topic, dimension, metric and id
+    /// type never change for a live collection).
+    pub fn same_but_payload_fields(&self, other: &CollectionDef) -> bool {
+        (
+            &self.name,
+            &self.topic,
+            self.dimension,
+            self.metric,
+            self.id_type,
+        ) == (
+            &other.name,
+            &other.topic,
+            other.dimension,
+            other.metric,
+            other.id_type,
+        )
+    }
+}
+
 /// Checks a collection name: 1-64 chars of `[A-Za-z0-9_-]`.
 pub fn validate_name(name: &str) -> Result<()> {
     if name.is_empty()
@@ -216,5 +266,36 @@ mod tests {
         assert!(FieldType::Keyword.accepts(&json!(["a", "b"])));
         assert!(!FieldType::Bool.accepts(&json!("yes")));
         assert!(FieldType::Bool.accepts(&json!(null)));
+    }
+
+    #[test]
+    fn altering_adds_payload_fields_but_never_changes_a_type() {
+        let mut def = CollectionDef::new("a", 4);
+        def.payload_fields.insert("kind".into(), FieldType::Keyword);
+        let add = BTreeMap::from([
+            ("kind".to_owned(), FieldType::Keyword),
+            ("size".to_owned(), FieldType::Integer),
+        ]);
+        let altered = def.with_payload_fields(&add).expect("added");
+        assert_eq!(altered.payload_fields, add);
+        assert_eq!(
+            (
+                altered.name.as_str(),
+                altered.dimension,
+                altered.topic.as_str()
+            ),
+            ("a", 4, "a")
+        );
+        let retyped = BTreeMap::from([("kind".to_owned(), FieldType::Integer)]);
+        assert!(matches!(
+            def.with_payload_fields(&retyped),
+            Err(Error::FieldTypeConflict { .. })
+        ));
+        assert!(def.with_payload_fields(&BTreeMap::new()).is_err());
+        let unnamed = BTreeMap::from([(String::new(), FieldType::Bool)]);
+        assert!(matches!(
+            def.with_payload_fields(&unnamed),
+            Err(Error::InvalidDefinition(_))
+        ));
     }
 }

@@ -17,6 +17,18 @@ pub enum Error {
     /// A collection definition is invalid; the message says which field and why.
     #[error("invalid collection definition: {0}")]
     InvalidDefinition(String),
+    /// An alteration would change the type of an indexed payload field.
+    #[error(
+        "payload field {field:?} is indexed as {indexed:?}; its type cannot change to {asked:?}"
+    )]
+    FieldTypeConflict {
+        /// The field.
+        field: String,
+        /// Its indexed type.
+        indexed: FieldType,
+        /// The type asked for.
+        asked: FieldType,
+    },
     /// A point id does not match the collection's id type.
     #[error("id {got:?} is not a valid {expected} id")]
     WrongIdType {

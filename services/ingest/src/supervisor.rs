@@ -1,6 +1,6 @@
 //! Keeps one worker thread per collection in the store, restarting failed
-//! ones (they resume from the manifest) and stopping those whose collection
-//! was dropped.
+//! ones (they resume from the manifest), handing altered definitions to
+//! running ones, and stopping those whose collection was dropped.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -55,11 +55,19 @@ pub(crate) async fn supervise(
             }
         }
         for def in defs {
-            let running = workers
-                .get(&def.name)
-                .is_some_and(|r| !r.handle.is_finished());
-            if running {
-                continue;
+            if let Some(running) = workers.get(&def.name) {
+                if !running.handle.is_finished() {
+                    // An alteration (payload fields added) reaches the
+                    // running worker; it takes it at its next turn.
+                    running.def.send_if_modified(|current| {
+                        let changed = *current != def;
+                        if changed {
+                            *current = def.clone();
+                        }
+                        changed
+                    });
+                    continue;
+                }
             }
             if let Some(old) = workers.remove(&def.name) {
                 log_exit(&def.name, old.handle.await, "restarting");
@@ -74,12 +82,14 @@ pub(crate) async fn supervise(
             };
             let (config, store, metrics) = (config.clone(), store.clone(), metrics.clone());
             let name = def.name.clone();
+            let (def_tx, def_rx) = tokio::sync::watch::channel(def);
             workers.insert(
                 name,
                 Running {
                     stop: worker_stop,
+                    def: def_tx,
                     handle: tokio::task::spawn_blocking(move || {
-                        worker::run_worker(def, store, &config, metrics, &flags)
+                        worker::run_worker(def_rx, store, &config, metrics, &flags)
                     }),
                 },
             );
@@ -94,10 +104,12 @@ pub(crate) async fn supervise(
     }
 }
 
-/// A worker thread and the flag that stops it (set at shutdown, or when
-/// its collection is dropped).
+/// A worker thread, the flag that stops it (set at shutdown, or when its
+/// collection is dropped) and the channel that hands it an altered
+/// definition.
 struct Running {
     stop: Arc<AtomicBool>,
+    def: tokio::sync::watch::Sender<eddy_model::CollectionDef>,
     handle: JoinHandle<Result<()>>,
 }
 

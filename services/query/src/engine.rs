@@ -108,7 +108,7 @@ impl Engine {
             metrics,
             admission,
             requests: RequestSlots::new(opts.max_concurrent_requests),
-            pins: Pins::new(opts.snapshot_ttl, MAX_PINNED_SNAPSHOTS),
+            pins: Pins::new(opts.snapshot_ttl, MAX_PINNED_SNAPSHOTS, opts.max_tail_bytes),
             recall,
             opts,
         }))
@@ -238,6 +238,31 @@ impl Engine {
         Ok(())
     }
 
+    /// Adds indexed payload fields to collection `name` (admin): the store
+    /// writes the next definition generation, this replica takes it at
+    /// once (filters on the new fields are accepted from the answer on),
+    /// the others at their next refresh, and eddy-ingest indexes the new
+    /// fields in new segments and, in the background, in the old ones.
+    /// Returns the collection's info and whether anything changed.
+    pub fn alter_collection(
+        self: &Arc<Self>,
+        name: &str,
+        fields: &BTreeMap<String, eddy_model::FieldType>,
+    ) -> Result<(serde_json::Value, bool), ApiError> {
+        let collection = self.collection(name)?;
+        let altered = match self.store.add_payload_fields(name, fields) {
+            Ok(altered) => altered,
+            Err(eddy_manifest::Error::UnknownCollection(_) | eddy_manifest::Error::Dropped(_)) => {
+                return Err(ApiError::NotFound(format!(
+                    "collection {name:?} does not exist"
+                )))
+            }
+            Err(other) => return Err(ApiError::from(other)),
+        };
+        collection.set_def(altered.def);
+        Ok((self.collection_info(&collection), altered.changed))
+    }
+
     /// Starts serving collections that appeared in the store and stops
     /// serving those that left it (dropped).
     pub fn refresh(self: &Arc<Self>) {
@@ -261,7 +286,10 @@ impl Engine {
             info!(collection = %c.name(), "collection dropped: no longer served");
         }
         for def in defs {
-            if self.collections.read().contains_key(&def.name) {
+            let served = self.collections.read().get(&def.name).cloned();
+            if let Some(served) = served {
+                // An alteration (payload fields added) takes effect here.
+                served.set_def(def);
                 continue;
             }
             let collection = Arc::new(Collection::new(def.clone()));
@@ -415,6 +443,15 @@ pub async fn within<T>(
             limit.as_millis()
         )))
     })
+}
+
+/// Runs store I/O (`f`, blocking) off the async workers, for handlers.
+pub async fn store_io<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?
 }
 
 #[cfg(test)]

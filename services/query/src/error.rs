@@ -185,6 +185,9 @@ impl From<eddy_manifest::Error> for ApiError {
             eddy_manifest::Error::CollectionConflict(_) | eddy_manifest::Error::Dropped(_) => {
                 ApiError::Conflict(e.to_string())
             }
+            eddy_manifest::Error::Model(m @ eddy_model::Error::FieldTypeConflict { .. }) => {
+                ApiError::Conflict(m.to_string())
+            }
             eddy_manifest::Error::Model(m) => ApiError::BadRequest(m.to_string()),
             other => ApiError::Internal(other.to_string()),
         }

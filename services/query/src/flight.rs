@@ -74,7 +74,7 @@ fn collection_path(descriptor: &FlightDescriptor) -> Result<String, ApiError> {
 /// app metadata says which (token, version, offsets, TTL).
 fn flight_info(collection: &Collection, pin: Option<&PinInfo>) -> Result<FlightInfo, ApiError> {
     let def = collection.def();
-    let schema = batches::scan_schema(def, &PayloadSelector::All, true);
+    let schema = batches::scan_schema(&def, &PayloadSelector::All, true);
     let (rows, _) = collection.count();
     let mut ticket = serde_json::json!({"scan": def.name, "with_vector": true});
     let mut metadata = serde_json::json!({
@@ -331,7 +331,7 @@ impl FlightService for EddyFlight {
         let _slot = self.authorize(request.metadata())?;
         let name = collection_path(request.get_ref())?;
         let collection = self.engine.collection(&name)?;
-        let schema = result_schema(collection.def(), &PayloadSelector::None);
+        let schema = result_schema(&collection.def(), &PayloadSelector::None);
         let options = arrow_ipc::writer::IpcWriteOptions::default();
         let result = SchemaResult::try_from(SchemaAsIpc::new(&schema, &options))
             .map_err(|e| Status::internal(e.to_string()))?;
@@ -367,9 +367,9 @@ impl FlightService for EddyFlight {
                 .engine
                 .collection_at(&ticket.collection, ticket.request.snapshot.as_deref())?;
             let def = collection.def();
-            let search = Arc::new(PreparedSearch::new(def, ticket.request)?);
-            let schema = result_schema(def, &search.params.with_payload);
-            let queries = QueryBatch::new(def, ticket.vectors)?;
+            let search = Arc::new(PreparedSearch::new(&def, ticket.request)?);
+            let schema = result_schema(&def, &search.params.with_payload);
+            let queries = QueryBatch::new(&def, ticket.vectors)?;
             let n = queries.len() as u64;
             let result = self.engine.search(&collection, &search, queries).await?;
             self.engine
@@ -377,8 +377,13 @@ impl FlightService for EddyFlight {
                 .queries
                 .with_label_values(&["flight_get"])
                 .inc_by(n);
-            let batch =
-                batches::results_batch(def, &schema, &search.params.with_payload, &result.hits, 0)?;
+            let batch = batches::results_batch(
+                &def,
+                &schema,
+                &search.params.with_payload,
+                &result.hits,
+                0,
+            )?;
             Ok::<_, ApiError>((schema, batch))
         }
         .await;
@@ -426,7 +431,7 @@ impl FlightService for EddyFlight {
             let collection = self
                 .engine
                 .collection_at(&command.collection, command.request.snapshot.as_deref())?;
-            let search = Arc::new(PreparedSearch::new(collection.def(), command.request)?);
+            let search = Arc::new(PreparedSearch::new(&collection.def(), command.request)?);
             Ok::<_, ApiError>((search, collection))
         })();
         let label = setup
@@ -434,7 +439,7 @@ impl FlightService for EddyFlight {
             .map(|(_, c)| c.name().to_owned())
             .unwrap_or_default();
         let (search, collection) = self.observed("flight_exchange_open", &label, started, setup)?;
-        let schema = result_schema(collection.def(), &search.params.with_payload);
+        let schema = result_schema(&collection.def(), &search.params.with_payload);
         // Clients that send the input schema with the descriptor (pyarrow's
         // `writer.begin`) get the answer schema at once; others with the
         // first answer.

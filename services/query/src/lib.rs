@@ -18,6 +18,7 @@
 //!   [`policy`] (which collections the API may create): what makes the
 //!   service safe to expose.
 
+pub mod admin_request;
 pub mod admission;
 pub mod auth;
 pub mod collection;

@@ -1,9 +1,12 @@
 //! Pinned snapshots: one manifest version of a collection held for a job
 //! that reads for minutes while ingest seals, merges and collects.
 //!
-//! A pin is the collection as of one manifest version: its sealed segments
-//! and nothing of the tail, so it reflects exactly the events below that
-//! version's offsets and answers the same on every read. A store lease
+//! A pin is the collection as it is served at that moment: one manifest
+//! version's sealed segments plus a frozen copy of the tail, so it
+//! reflects exactly the events below the pinned offsets and answers the
+//! same on every read, while the live tail is sealed and pruned. The
+//! copies of the tail count against a byte budget (a pin that would exceed
+//! it is refused with 429), so pins cannot hold memory without bound. A store lease
 //! naming the version keeps garbage collection away from its files (on
 //! this replica and any other that opens the version). Each use extends a
 //! pin by the TTL; one unused for the TTL expires, and its lease goes.
@@ -28,8 +31,11 @@ pub struct PinInfo {
     pub token: String,
     /// The pinned manifest version.
     pub version: u64,
-    /// Per partition, the first offset the snapshot does not reflect.
+    /// Per partition, the first offset the snapshot does not reflect
+    /// (the sealed segments' offsets, or the tail's beyond them).
     pub offsets: BTreeMap<u32, i64>,
+    /// Rows of the tail the pin holds (events not yet sealed when pinned).
+    pub tail_rows: usize,
     /// How long an unused pin lives (each use extends it).
     pub ttl_ms: u64,
 }
@@ -38,6 +44,8 @@ struct Pin {
     collection: Arc<Collection>,
     expires: Instant,
     lease: Lease,
+    /// Bytes of the tail copy it holds.
+    tail_bytes: usize,
 }
 
 /// The pins of one service.
@@ -46,6 +54,8 @@ pub struct Pins {
     ttl: Duration,
     /// Pins held at most (each holds a snapshot's files open).
     max: usize,
+    /// Bytes of tail copies all pins may hold together.
+    max_tail_bytes: usize,
 }
 
 impl std::fmt::Debug for Pins {
@@ -63,41 +73,56 @@ fn new_token() -> String {
 }
 
 impl Pins {
-    /// Pins that live `ttl` unused, at most `max` at once.
-    pub fn new(ttl: Duration, max: usize) -> Self {
+    /// Pins that live `ttl` unused, at most `max` at once, their tail
+    /// copies holding at most `max_tail_bytes` together.
+    pub fn new(ttl: Duration, max: usize, max_tail_bytes: usize) -> Self {
         Self {
             pins: Mutex::new(HashMap::new()),
             ttl,
             max: max.max(1),
+            max_tail_bytes,
         }
     }
 
-    /// Pins the snapshot `live` serves now.
+    /// Pins what `live` serves now: its snapshot and a copy of its tail.
     pub fn pin(&self, store: &Store, live: &Collection) -> Result<PinInfo, ApiError> {
         self.expire();
-        if self.pins.lock().len() >= self.max {
+        let frozen = live.frozen();
+        let (tail_rows, tail_bytes) = (frozen.tail_rows(), frozen.tail_size().1);
+        // Checked and inserted under one lock, so racing pins cannot
+        // overshoot the limits together.
+        let mut pins = self.pins.lock();
+        if pins.len() >= self.max {
             return Err(ApiError::Overloaded(format!(
                 "{} snapshots are pinned, the limit; let some expire",
                 self.max
             )));
         }
-        let snapshot = live.snapshot();
+        let held: usize = pins.values().map(|p| p.tail_bytes).sum();
+        if held.saturating_add(tail_bytes) > self.max_tail_bytes {
+            return Err(ApiError::Overloaded(format!(
+                "pinned snapshots hold {held} bytes of tail copies and this one needs {tail_bytes} more, over the {} byte budget; let some expire or pin once ingest has sealed",
+                self.max_tail_bytes
+            )));
+        }
+        let version = frozen.snapshot().version;
         let lease = store
-            .take_lease(live.name(), "snapshot", self.ttl, Some(snapshot.version))
+            .take_lease(live.name(), "snapshot", self.ttl, Some(version))
             .map_err(|e| ApiError::Internal(format!("taking the snapshot lease: {e}")))?;
         let info = PinInfo {
             token: new_token(),
-            version: snapshot.version,
-            offsets: snapshot.cutoffs.clone(),
+            version,
+            offsets: frozen.visible_offsets(),
+            tail_rows,
             ttl_ms: self.ttl.as_millis() as u64,
         };
-        let pinned = Arc::new(Collection::pinned(live.def().clone(), snapshot));
-        self.pins.lock().insert(
+        pins.insert(
             info.token.clone(),
             Pin {
-                collection: pinned,
+                collection: Arc::new(frozen),
                 expires: Instant::now() + self.ttl,
                 lease,
+                tail_bytes,
             },
         );
         Ok(info)
@@ -144,9 +169,10 @@ impl Pins {
 
 #[cfg(test)]
 mod tests {
-    use eddy_model::CollectionDef;
+    use eddy_model::{CollectionDef, PointId};
 
     use super::*;
+    use crate::collection::Snapshot;
 
     #[tokio::test(start_paused = true)]
     async fn a_pin_holds_a_lease_until_it_expires_unused() {
@@ -155,7 +181,7 @@ mod tests {
         let def = CollectionDef::new("p", 2);
         store.create_collection(&def).expect("collection");
         let live = Collection::new(def);
-        let pins = Pins::new(Duration::from_secs(60), 2);
+        let pins = Pins::new(Duration::from_secs(60), 2, 1 << 20);
         let info = pins.pin(&store, &live).expect("pinned");
         assert_eq!(info.token.len(), 32);
         let leases = store.leases("p").expect("leases");
@@ -190,5 +216,52 @@ mod tests {
         );
         let err = pins.get("p", &info.token).expect_err("expired");
         assert_eq!(err.status().as_u16(), 404);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pin_holds_the_tail_as_it_was() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Store::open(dir.path()).expect("store");
+        let def = CollectionDef::new("t", 2);
+        store.create_collection(&def).expect("collection");
+        let live = Collection::new(def);
+        live.apply_tail(|served| {
+            served
+                .tail
+                .upsert(PointId::Num(1), &[1.0, 0.0], b"{}", 0, 0);
+            served
+                .tail
+                .upsert(PointId::Num(2), &[0.0, 1.0], b"{}", 0, 1);
+            served.applied.insert(0, 2);
+        });
+        let pins = Pins::new(Duration::from_secs(60), 4, 1 << 20);
+        let info = pins.pin(&store, &live).expect("pinned");
+        assert_eq!(info.tail_rows, 2);
+        assert_eq!(info.offsets, BTreeMap::from([(0, 2)]));
+
+        // The live collection seals those rows (its tail is pruned) and
+        // applies a newer event; the pin still answers as it was.
+        live.install(Snapshot {
+            version: 1,
+            cutoffs: BTreeMap::from([(0, 2)]),
+            ..Snapshot::default()
+        });
+        live.apply_tail(|served| {
+            served
+                .tail
+                .upsert(PointId::Num(3), &[1.0, 1.0], b"{}", 0, 2);
+            served.applied.insert(0, 3);
+        });
+        assert_eq!(live.tail_rows(), 1);
+        let pinned = pins.get("t", &info.token).expect("pin");
+        assert_eq!(pinned.count(), (2, BTreeMap::from([(0, 2)])));
+        assert_eq!(pinned.snapshot().version, 0);
+
+        // Tail copies count against the byte budget.
+        let tight = Pins::new(Duration::from_secs(60), 4, 16);
+        let err = tight.pin(&store, &live).expect_err("over the byte budget");
+        assert_eq!(err.status().as_u16(), 429);
+        assert!(err.to_string().contains("byte budget"), "{err}");
+        assert!(tight.is_empty());
     }
 }

@@ -12,7 +12,7 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use eddy_model::Metric;
+use eddy_model::{CollectionDef, Metric};
 use parking_lot::Mutex;
 use prometheus::IntGauge;
 
@@ -132,7 +132,10 @@ impl RecallEstimator {
             }
             let pinned = pinned
                 .get_or_insert_with(|| {
-                    Arc::new(Collection::pinned(live.def().clone(), live.snapshot()))
+                    Arc::new(Collection::pinned(
+                        CollectionDef::clone(&live.def()),
+                        live.snapshot(),
+                    ))
                 })
                 .clone();
             let Some(query) = queries.row(i) else {

@@ -46,60 +46,6 @@ pub fn check_total_hits(hits: usize) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// A collection definition as a request carries it (HTTP `PUT` body,
-/// Flight `create_collection` action).
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CollectionJson {
-    /// The name (optional over HTTP: the path names it).
-    #[serde(default)]
-    name: Option<String>,
-    /// The Kafka topic (default: the name).
-    #[serde(default)]
-    topic: String,
-    /// Vector dimension.
-    dimension: u32,
-    /// `cosine` (default), `dot` or `l2`.
-    #[serde(default)]
-    #[schema(value_type = String)]
-    metric: eddy_model::Metric,
-    /// `u64` (default) or `string`.
-    #[serde(default)]
-    #[schema(value_type = String)]
-    id_type: eddy_model::IdType,
-    /// Indexed payload fields: name -> `keyword`, `integer`, `float`, `bool`.
-    #[serde(default)]
-    #[schema(value_type = Object)]
-    payload_fields: BTreeMap<String, eddy_model::FieldType>,
-}
-
-impl CollectionJson {
-    /// The validated definition; `named` is the name the request's path
-    /// gives (the body may repeat it), else the body must name it.
-    pub fn into_def(self, named: Option<&str>) -> Result<eddy_model::CollectionDef, ApiError> {
-        let name = match (named, self.name) {
-            (Some(path), Some(body)) if body != path => {
-                return Err(ApiError::BadRequest(format!(
-                    "body names collection {body:?}, path names {path:?}"
-                )))
-            }
-            (Some(path), _) => path.to_owned(),
-            (None, Some(body)) => body,
-            (None, None) => return Err(ApiError::BadRequest("missing field `name`".into())),
-        };
-        eddy_model::CollectionDef {
-            name,
-            topic: self.topic,
-            dimension: self.dimension,
-            metric: self.metric,
-            id_type: self.id_type,
-            payload_fields: self.payload_fields,
-        }
-        .validated()
-        .map_err(|e| ApiError::BadRequest(e.to_string()))
-    }
-}
-
 /// Points per scroll page when a request does not say.
 pub const DEFAULT_SCROLL_LIMIT: usize = 100;
 /// Most points per scroll page.

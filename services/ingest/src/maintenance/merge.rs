@@ -277,19 +277,26 @@ fn carried_deletes(
 }
 
 impl Maintenance {
-    /// Merges `inputs` (a tier the policy picked), publishes the result, and
-    /// logs and counts the outcome.
-    pub(super) fn merge_tier(&self, def: &CollectionDef, manifest: &Manifest, inputs: &[String]) {
+    /// Merges `inputs` (picked for `why`: a size tier, ingest idle, or one
+    /// segment to re-index), publishes the result, and logs and counts the
+    /// outcome.
+    pub(super) fn merge_tier(
+        &self,
+        def: &CollectionDef,
+        manifest: &Manifest,
+        inputs: &[String],
+        why: &str,
+    ) {
         let started = Instant::now();
         let outcome = self.merge_under_lease(def, manifest, inputs);
         let label = match &outcome {
             Ok((Some(version), merged)) => {
-                info!(collection = %def.name, inputs = inputs.len(), rows = merged.rows, segment = %merged.id, version, took_ms = started.elapsed().as_millis() as u64, "segments merged");
+                info!(collection = %def.name, inputs = inputs.len(), rows = merged.rows, segment = %merged.id, version, took_ms = started.elapsed().as_millis() as u64, why, "segments merged");
                 "published"
             }
             Ok((None, _)) => "superseded",
             Err(e) => {
-                warn!(collection = %def.name, error = %e, "merge failed");
+                warn!(collection = %def.name, error = %e, why, "merge failed");
                 "failed"
             }
         };
@@ -342,70 +349,9 @@ impl Maintenance {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
-    use clap::Parser as _;
-    use eddy_model::{IdType, Metric, PointId};
-    use eddy_segment::Growing;
-
     use super::*;
-    use crate::config::IngestConfig;
+    use crate::maintenance::testing::{maintenance, seal, settle};
     use crate::maintenance::Progress;
-    use crate::metrics::IngestMetrics;
-
-    /// Seals rows `ids` of partition 0 (offsets = ids) as one flat segment.
-    fn seal(store: &Store, ids: std::ops::Range<u64>) {
-        let mut rows = Growing::new(2, Metric::Cosine, IdType::U64);
-        for id in ids.clone() {
-            rows.upsert(PointId::Num(id), &[1.0, id as f32], b"", 0, id as i64);
-        }
-        let (id, path) = store.new_segment("c");
-        let bytes = rows
-            .write_segment(&path, &BTreeMap::new())
-            .expect("segment");
-        let updated = store
-            .update::<eddy_manifest::Error>("c", |latest| {
-                let mut next = latest.successor();
-                next.segments.push(SegmentEntry {
-                    id: id.clone(),
-                    rows: ids.end - ids.start,
-                    bytes,
-                    deletes: None,
-                    deleted: 0,
-                    offset_ranges: BTreeMap::from([(0, (ids.start as i64, ids.end as i64 - 1))]),
-                    index: None,
-                });
-                next.partitions.entry(0).or_default().next_offset = ids.end as i64;
-                Ok(Some(next))
-            })
-            .expect("published");
-        assert!(updated.published.is_some());
-    }
-
-    fn maintenance(store: &Store, idle_ms: &str) -> Maintenance {
-        let config = IngestConfig::parse_from([
-            "eddy-ingest",
-            "--min-graph-rows",
-            "8",
-            "--gc-interval-ms",
-            "0",
-            "--merge-idle-ms",
-            idle_ms,
-        ]);
-        let metrics = IngestMetrics::new(&prometheus::Registry::new()).expect("metrics");
-        Maintenance::new(&config, store.clone(), metrics).expect("maintenance")
-    }
-
-    /// Runs passes until one finds nothing to do (bounded).
-    fn settle(m: &Maintenance, progress: &mut Progress) {
-        let stop = std::sync::atomic::AtomicBool::new(false);
-        for _ in 0..32 {
-            if !m.pass(progress, &stop) {
-                return;
-            }
-        }
-        panic!("maintenance never settled");
-    }
 
     #[test]
     fn an_idle_collection_converges_to_one_indexed_segment() {

@@ -8,6 +8,9 @@
 //!   events flow, and once ingest has been idle for `--merge-idle-ms`,
 //!   every small segment into one (built with its graph before it replaces
 //!   them), so an idle collection is one graph walk per query;
+//! - `reindex`: after a collection is altered (indexed payload fields
+//!   added), rewrites the segments sealed before so their payload index
+//!   covers the new fields;
 //! - `gc`: removes old manifest versions and files no retained version
 //!   names.
 //!
@@ -22,7 +25,10 @@ mod error;
 mod gc;
 mod index_build;
 pub mod merge;
+mod reindex;
 mod supervised;
+#[cfg(test)]
+mod testing;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -74,6 +80,8 @@ struct Progress {
     /// Per collection, the partitions' offsets last seen and since when
     /// they have not moved (ingest idle).
     offsets_since: HashMap<String, (BTreeMap<u32, i64>, Instant)>,
+    /// The payload fields each segment's index covers (for `reindex`).
+    indexed_fields: reindex::IndexedFields,
 }
 
 impl Progress {
@@ -177,9 +185,9 @@ impl Maintenance {
         worked
     }
 
-    /// Runs the next due job of one collection: a tier merge, else an index
-    /// build, else (ingest idle long enough) a merge of every small segment.
-    /// Returns whether one ran.
+    /// Runs the next due job of one collection: a tier merge, else a
+    /// payload re-index, else an index build, else (ingest idle long
+    /// enough) a merge of every small segment. Returns whether one ran.
     fn maintain(&self, def: &CollectionDef, progress: &mut Progress) -> bool {
         let manifest = match self.store.latest_manifest(&def.name) {
             Ok(m) => m,
@@ -190,7 +198,11 @@ impl Maintenance {
         };
         let idle_for = progress.idle_for(&manifest);
         if let Some(inputs) = self.merge.pick(&manifest) {
-            self.merge_tier(def, &manifest, &inputs);
+            self.merge_tier(def, &manifest, &inputs, "tier");
+            return true;
+        }
+        if let Some(segment) = self.next_to_reindex(def, &manifest, &mut progress.indexed_fields) {
+            self.merge_tier(def, &manifest, &[segment], "payload re-index");
             return true;
         }
         if self.index_next(&def.name, &manifest, &mut progress.failed_builds) {
@@ -198,7 +210,7 @@ impl Maintenance {
         }
         match (self.merge.idle, self.merge.pick_idle(&manifest)) {
             (Some(idle), Some(inputs)) if idle_for >= idle => {
-                self.merge_tier(def, &manifest, &inputs);
+                self.merge_tier(def, &manifest, &inputs, "idle");
                 true
             }
             _ => false,

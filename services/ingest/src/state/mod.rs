@@ -114,6 +114,19 @@ impl CollectionState {
         &self.def
     }
 
+    /// Takes an altered definition: events are checked against, and
+    /// segments sealed from now on index, its payload fields (segments
+    /// sealed before are re-indexed by maintenance). Anything but the
+    /// payload fields differing is refused and logged: those never change.
+    pub fn set_def(&mut self, def: CollectionDef) {
+        if !self.def.same_but_payload_fields(&def) {
+            warn!(collection = %self.def.name, "the store's definition changed more than its payload fields; keeping the one in use");
+            return;
+        }
+        info!(collection = %self.def.name, fields = ?def.payload_fields.keys().collect::<Vec<_>>(), "collection altered: indexing these payload fields from now on");
+        self.def = def;
+    }
+
     /// Takes partitions over: bumps their owner epochs in a new manifest
     /// (fencing any previous owner) and returns the offset to start each at.
     /// A partition the manifest has never seen starts at its log start

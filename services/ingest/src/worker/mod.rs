@@ -56,15 +56,22 @@ impl StopFlags {
 
 /// Runs one collection's worker until a stop flag is set or it fails;
 /// seals and commits what it holds before returning.
+/// `def` carries the collection's definition, and later its alterations
+/// (indexed payload fields added), which the worker takes between turns.
 pub(crate) fn run_worker(
-    def: CollectionDef,
+    mut def: tokio::sync::watch::Receiver<CollectionDef>,
     store: Store,
     config: &IngestConfig,
     metrics: IngestMetrics,
     stop: &StopFlags,
 ) -> Result<()> {
-    let mut worker = Worker::start(def, store, config, metrics)?;
+    let first = def.borrow_and_update().clone();
+    let mut worker = Worker::start(first, store, config, metrics)?;
     while !stop.any() {
+        if def.has_changed().unwrap_or(false) {
+            let altered = def.borrow_and_update().clone();
+            worker.context().state.lock().set_def(altered);
+        }
         worker.turn()?;
     }
     worker.stop()

@@ -2,8 +2,10 @@
 //! that would jump stop their partition loudly until an operator resumes
 //! it, dead letters that cannot be written pause consumption, and protobuf
 //! and Arrow events travel through the broker into segments (a bad Arrow
-//! batch to the dead-letter topic, whole).
+//! batch to the dead-letter topic, whole), and a collection altered while
+//! ingest runs takes effect in the running worker and in old segments.
 
+mod alter;
 mod dead_letters;
 mod formats;
 mod offsets;

@@ -76,6 +76,10 @@ pub struct Status {
     pub segments: usize,
     /// Segments with a graph.
     pub indexed_segments: usize,
+    /// Segments whose payload index lacks a field the collection indexes
+    /// (after an alteration, until eddy-ingest has re-indexed them; filters
+    /// on those fields read their payloads meanwhile).
+    pub payload_index_pending: usize,
     /// Live rows in the segments.
     pub sealed_rows: u64,
     /// Live rows in the tail.
@@ -93,7 +97,11 @@ pub struct Status {
 /// A collection being served.
 #[derive(Debug)]
 pub struct Collection {
-    def: CollectionDef,
+    name: String,
+    /// Its definition: replaced whole when the collection is altered (an
+    /// indexed payload field added); name, dimension, metric, id type and
+    /// topic never change.
+    def: RwLock<Arc<CollectionDef>>,
     served: RwLock<Served>,
     /// Woken whenever the tail applies events or a snapshot is installed.
     changed: tokio::sync::Notify,
@@ -113,7 +121,8 @@ impl Collection {
     pub fn new(def: CollectionDef) -> Self {
         let tail = Growing::new(def.dimension as usize, def.metric, def.id_type);
         Self {
-            def,
+            name: def.name.clone(),
+            def: RwLock::new(Arc::new(def)),
             served: RwLock::new(Served {
                 snapshot: Arc::new(Snapshot::default()),
                 tail,
@@ -138,14 +147,54 @@ impl Collection {
         pinned
     }
 
-    /// Its definition.
-    pub fn def(&self) -> &CollectionDef {
-        &self.def
+    /// A copy of what the collection serves now, frozen: its snapshot and
+    /// its tail as they are, never changing (a pinned snapshot, see
+    /// `pins`). Copying the tail costs its bytes once; the segments are
+    /// shared.
+    pub fn frozen(&self) -> Self {
+        let served = self.served.read();
+        let frozen = Self::new(CollectionDef::clone(&self.def()));
+        *frozen.served.write() = Served {
+            snapshot: served.snapshot.clone(),
+            tail: served.tail.clone(),
+            applied: served.applied.clone(),
+            stale: served.stale.clone(),
+        };
+        frozen.snapshot_ready.store(true, Ordering::Release);
+        frozen.tail_ready.store(true, Ordering::Release);
+        frozen
+            .tail_full
+            .store(self.is_tail_full(), Ordering::Release);
+        frozen
+    }
+
+    /// Its definition now.
+    pub fn def(&self) -> Arc<CollectionDef> {
+        self.def.read().clone()
+    }
+
+    /// Takes the altered definition `def` (see `eddy_manifest::Altered`):
+    /// requests from now on parse filters against its payload fields.
+    /// Returns whether it changed anything. A definition that differs in
+    /// more than its payload fields is refused (logged): those never
+    /// change for a live collection.
+    pub fn set_def(&self, def: CollectionDef) -> bool {
+        let mut current = self.def.write();
+        if **current == def {
+            return false;
+        }
+        if !current.same_but_payload_fields(&def) {
+            tracing::error!(collection = %self.name, "the store's definition changed more than its payload fields; keeping the one served");
+            return false;
+        }
+        tracing::info!(collection = %self.name, fields = ?def.payload_fields.keys().collect::<Vec<_>>(), "collection altered: indexed payload fields now");
+        *current = Arc::new(def);
+        true
     }
 
     /// Its name.
     pub fn name(&self) -> &str {
-        &self.def.name
+        &self.name
     }
 
     /// The installed snapshot.
@@ -198,6 +247,7 @@ impl Collection {
 
     /// The state the HTTP API describes.
     pub fn status(&self) -> Status {
+        let def = self.def();
         let served = self.served.read();
         let segments = &served.snapshot.segments;
         Status {
@@ -205,6 +255,7 @@ impl Collection {
             manifest_version: served.snapshot.version,
             segments: segments.len(),
             indexed_segments: segments.iter().filter(|s| s.index.is_some()).count(),
+            payload_index_pending: segments.iter().filter(|s| !s.covers(&def)).count(),
             sealed_rows: served.snapshot.sealed_rows(),
             tail_rows: served.tail.live_rows(),
             points: served.count(),

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use eddy_manifest::{Manifest, SegmentEntry, Store};
-use eddy_model::{CollectionDef, PointId};
+use eddy_model::{CollectionDef, FieldType, PointId};
 use eddy_segment::{IndexFile, Residency, Segment};
 use roaring::RoaringBitmap;
 
@@ -23,6 +23,27 @@ pub struct LoadedSegment {
     pub deleted: Arc<RoaringBitmap>,
     /// The mapped index file (graph, codes), once ingest has built it.
     pub index: Option<Arc<IndexFile>>,
+    /// The payload fields its payload index covers, with their types (a
+    /// filter on any other field reads the segment's payloads).
+    pub indexed_fields: Arc<BTreeMap<String, FieldType>>,
+}
+
+impl LoadedSegment {
+    /// Whether its payload index covers every field `def` indexes (false
+    /// while eddy-ingest has yet to re-index it after an alteration).
+    pub fn covers(&self, def: &CollectionDef) -> bool {
+        def.payload_fields
+            .iter()
+            .all(|(f, t)| self.indexed_fields.get(f) == Some(t))
+    }
+}
+
+/// The payload fields `segment`'s payload index covers.
+fn indexed_fields(segment: &Segment) -> BTreeMap<String, FieldType> {
+    match segment.payload_index() {
+        Some(Ok(index)) => index.fields().map(|(f, t)| (f.to_owned(), t)).collect(),
+        _ => BTreeMap::new(),
+    }
 }
 
 /// One manifest version, loaded.
@@ -139,11 +160,16 @@ impl Snapshot {
                 }
                 (_, None) => None,
             };
+            let indexed_fields = match old {
+                Some(s) => s.indexed_fields.clone(),
+                None => Arc::new(indexed_fields(&segment)),
+            };
             segments.push(LoadedSegment {
                 entry: entry.clone(),
                 segment,
                 deleted,
                 index,
+                indexed_fields,
             });
         }
         segments.sort_by_key(|s| std::cmp::Reverse(s.entry.rows));

@@ -5,6 +5,8 @@
 //!   (as `PUT /v1/collections/{c}` takes it); answers `{"created", "info"}`.
 //! - `drop_collection` (admin): `{"name"}`; answers `{"dropped"}`; NOT_FOUND
 //!   when there is no such collection or it was dropped already.
+//! - `alter_collection` (admin): `{"name", "payload_fields"}` (as `PATCH
+//!   /v1/collections/{c}` takes it); answers `{"altered", "info"}`.
 //! - `collection_stats` (read): `{"name"}`; answers the collection info
 //!   (definition, status, recall estimate).
 
@@ -13,18 +15,22 @@ use std::sync::Arc;
 use arrow_flight::ActionType;
 use serde::Deserialize;
 
+use crate::admin_request::{AlterJson, CollectionJson};
 use crate::auth::Scope;
-use crate::engine::Engine;
+use crate::engine::{store_io, Engine};
 use crate::error::ApiError;
-use crate::request::CollectionJson;
 
 /// The actions, with what each does.
-pub const ACTIONS: [(&str, &str); 3] = [
+pub const ACTIONS: [(&str, &str); 4] = [
     (
         "create_collection",
         "Create a collection (admin): JSON {name, dimension, metric, id_type, topic, payload_fields}",
     ),
     ("drop_collection", "Drop a collection (admin): JSON {name}"),
+    (
+        "alter_collection",
+        "Add indexed payload fields (admin; old segments are indexed in the background): JSON {name, payload_fields}",
+    ),
     (
         "collection_stats",
         "A collection's definition, status and recall estimate: JSON {name}",
@@ -34,7 +40,7 @@ pub const ACTIONS: [(&str, &str); 3] = [
 /// The scope an action needs (`None`: no such action).
 pub fn scope(action: &str) -> Option<Scope> {
     match action {
-        "create_collection" | "drop_collection" => Some(Scope::Admin),
+        "create_collection" | "drop_collection" | "alter_collection" => Some(Scope::Admin),
         "collection_stats" => Some(Scope::Read),
         _ => None,
     }
@@ -70,9 +76,7 @@ pub async fn run(engine: &Arc<Engine>, action: &str, body: &[u8]) -> Result<Vec<
             let def = json::<CollectionJson>(body)?.into_def(None)?;
             let name = def.name.clone();
             let creator = engine.clone();
-            let created = tokio::task::spawn_blocking(move || creator.create_collection(def))
-                .await
-                .map_err(|e| ApiError::Internal(e.to_string()))??;
+            let created = store_io(move || creator.create_collection(def)).await?;
             let collection = engine.collection(&name)?;
             let info = engine.collection_info(&collection);
             serde_json::json!({"created": created, "info": info})
@@ -81,10 +85,16 @@ pub async fn run(engine: &Arc<Engine>, action: &str, body: &[u8]) -> Result<Vec<
             let Named { name } = json(body)?;
             let dropper = engine.clone();
             let target = name.clone();
-            tokio::task::spawn_blocking(move || dropper.drop_collection(&target, "flight"))
-                .await
-                .map_err(|e| ApiError::Internal(e.to_string()))??;
+            store_io(move || dropper.drop_collection(&target, "flight")).await?;
             serde_json::json!({"dropped": name})
+        }
+        "alter_collection" => {
+            let alter = json::<AlterJson>(body)?;
+            let name = alter.collection(None)?;
+            let alterer = engine.clone();
+            let (info, changed) =
+                store_io(move || alterer.alter_collection(&name, &alter.payload_fields)).await?;
+            serde_json::json!({"altered": changed, "info": info})
         }
         "collection_stats" => {
             let Named { name } = json(body)?;

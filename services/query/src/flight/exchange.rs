@@ -56,10 +56,10 @@ impl Exchange {
             }
         };
         if batch.num_rows() == 0 {
-            let empty = batches::results_batch(def, &self.schema, with_payload, &[], base)?;
+            let empty = batches::results_batch(&def, &self.schema, with_payload, &[], base)?;
             return batches::with_input_columns(empty, &batch, base, &out);
         }
-        let queries = batches::query_vectors(&batch, def)?;
+        let queries = batches::query_vectors(&batch, &def)?;
         let n = queries.len() as u64;
         let result = match row_options::group_rows(&batch)? {
             None => {
@@ -74,7 +74,7 @@ impl Exchange {
             .queries
             .with_label_values(&["flight_exchange"])
             .inc_by(n);
-        let answers = batches::results_batch(def, &self.schema, with_payload, &result.hits, base)?;
+        let answers = batches::results_batch(&def, &self.schema, with_payload, &result.hits, base)?;
         batches::with_input_columns(answers, &batch, base, &out)
     }
 }
@@ -91,9 +91,9 @@ impl Exchange {
         let mut runs = Vec::with_capacity(groups.len());
         let mut hits_asked = 0usize;
         for (options, rows) in groups {
-            let search = Arc::new(row_options::prepared(def, &self.search, &options)?);
+            let search = Arc::new(row_options::prepared(&def, &self.search, &options)?);
             hits_asked = hits_asked.saturating_add(rows.len() * search.params.k);
-            let group = QueryBatch::from_rows(def, rows.iter().map(|&r| queries.get(r)))?;
+            let group = QueryBatch::from_rows(&def, rows.iter().map(|&r| queries.get(r)))?;
             runs.push(async move {
                 let result = self.engine.search(&self.collection, &search, group).await?;
                 Ok::<_, ApiError>((rows, result))

@@ -1,4 +1,4 @@
-//! Collections (list, describe, create), points, count and scroll.
+//! Collections (list, describe, create, alter, drop), points, count and scroll.
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
@@ -10,8 +10,10 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{body, observed, parse_filter, HttpState};
+use crate::admin_request::{AlterJson, CollectionJson};
+use crate::engine::store_io;
 use crate::error::ApiError;
-use crate::request::{CollectionJson, ScanRequestJson};
+use crate::request::ScanRequestJson;
 
 #[utoipa::path(
     get,
@@ -78,9 +80,7 @@ pub(super) async fn put_collection(
     observed(&state, "http_collections", &c, async {
         let def = body(payload)?.into_def(Some(&c))?;
         let engine = state.engine.clone();
-        let created = tokio::task::spawn_blocking(move || engine.create_collection(def))
-            .await
-            .map_err(|e| ApiError::Internal(e.to_string()))??;
+        let created = store_io(move || engine.create_collection(def)).await?;
         let collection = state.engine.collection(&c)?;
         let status = if created {
             StatusCode::CREATED
@@ -88,6 +88,36 @@ pub(super) async fn put_collection(
             StatusCode::OK
         };
         Ok((status, Json(state.engine.collection_info(&collection))).into_response())
+    })
+    .await
+}
+
+#[utoipa::path(
+    patch,
+    tag = "collections",
+    path = "/v1/collections/{c}",
+    params(("c" = String, Path, description = "Collection name")),
+    request_body = AlterJson,
+    responses(
+        (status = 200, description = "`altered` (false: it indexed those fields already) and the collection info; `status.payload_index_pending` counts segments still being indexed for the new fields", body = Object),
+        super::openapi::RequestErrors,
+        (status = 403, description = "Not an admin key", body = super::openapi::ErrorBody),
+        (status = 409, description = "A field is indexed already with another type", body = super::openapi::ErrorBody),
+    )
+)]
+/// `PATCH /v1/collections/{c}`: adds indexed payload fields (admin).
+pub(super) async fn patch_collection(
+    State(state): State<HttpState>,
+    Path(c): Path<String>,
+    payload: Result<Json<AlterJson>, JsonRejection>,
+) -> Response {
+    observed(&state, "http_collections", &c, async {
+        let alter = body(payload)?;
+        let name = alter.collection(Some(&c))?;
+        let engine = state.engine.clone();
+        let (info, changed) =
+            store_io(move || engine.alter_collection(&name, &alter.payload_fields)).await?;
+        Ok(Json(json!({"altered": changed, "info": info})).into_response())
     })
     .await
 }
@@ -112,9 +142,7 @@ pub(super) async fn delete_collection(
     observed(&state, "http_collections", &c, async {
         let engine = state.engine.clone();
         let name = c.clone();
-        tokio::task::spawn_blocking(move || engine.drop_collection(&name, "http"))
-            .await
-            .map_err(|e| ApiError::Internal(e.to_string()))??;
+        store_io(move || engine.drop_collection(&name, "http")).await?;
         Ok(Json(json!({"dropped": c})).into_response())
     })
     .await

@@ -50,6 +50,7 @@ pub fn router(state: HttpState) -> Router {
             "/v1/collections/{c}",
             get(collections::get_collection)
                 .put(collections::put_collection)
+                .patch(collections::patch_collection)
                 .delete(collections::delete_collection),
         )
         .route("/v1/collections/{c}/search", post(search::search))

@@ -56,6 +56,7 @@ pub enum RequestErrors {
         super::collections::list_collections,
         super::collections::get_collection,
         super::collections::put_collection,
+        super::collections::patch_collection,
         super::collections::delete_collection,
         super::collections::get_point,
         super::collections::count,
@@ -97,6 +98,7 @@ mod tests {
                 "GET /v1/collections",
                 "GET /v1/collections/{c}",
                 "GET /v1/collections/{c}/points/{id}",
+                "PATCH /v1/collections/{c}",
                 "POST /v1/collections/{c}/count",
                 "POST /v1/collections/{c}/scroll",
                 "POST /v1/collections/{c}/search",
@@ -111,6 +113,10 @@ mod tests {
         let put = &paths["/v1/collections/{c}"]["put"]["responses"];
         for status in ["200", "201", "400", "403", "409", "504"] {
             assert!(put.get(status).is_some(), "create lists {status}");
+        }
+        let patch = &paths["/v1/collections/{c}"]["patch"]["responses"];
+        for status in ["200", "400", "403", "404", "409"] {
+            assert!(patch.get(status).is_some(), "alter lists {status}");
         }
         assert!(
             search["400"].to_string().contains("ErrorBody"),

@@ -96,8 +96,8 @@ pub(super) async fn search(
         let collection = state
             .engine
             .collection_at(&c, request.snapshot.as_deref())?;
-        let search = Arc::new(PreparedSearch::new(collection.def(), request)?);
-        let queries = QueryBatch::new(collection.def(), Vectors::Rows(vec![vector]))?;
+        let search = Arc::new(PreparedSearch::new(&collection.def(), request)?);
+        let queries = QueryBatch::new(&collection.def(), Vectors::Rows(vec![vector]))?;
         let result = state.engine.search(&collection, &search, queries).await?;
         state
             .engine
@@ -188,8 +188,9 @@ pub(super) async fn search_batch(
         let def = collection.def();
         let mut runs = Vec::with_capacity(groups.len());
         for group in groups {
-            let search = Arc::new(PreparedSearch::new(def, group.request)?);
-            let queries = QueryBatch::from_rows(def, group.queries.iter().map(|q| q.1.as_slice()))?;
+            let search = Arc::new(PreparedSearch::new(&def, group.request)?);
+            let queries =
+                QueryBatch::from_rows(&def, group.queries.iter().map(|q| q.1.as_slice()))?;
             let positions: Vec<usize> = group.queries.iter().map(|q| q.0).collect();
             let engine = &state.engine;
             let collection = &collection;

@@ -30,6 +30,7 @@ pub(super) fn apply_batch(
     let mut latencies = Vec::with_capacity(batch.len());
     let mut gapped: Vec<Gapped> = Vec::new();
     let mut conflicts = 0;
+    let def = collection.def();
     collection.apply_tail(|served| {
         for msg in batch {
             let partition = msg.partition() as u32;
@@ -56,8 +57,7 @@ pub(super) fn apply_batch(
                 offset: msg.offset(),
                 timestamp_ms: timestamp_ms.unwrap_or(0),
             };
-            let outcome =
-                eddy_kafka::apply(collection.def(), &mut served.tail, &mut cursor, record);
+            let outcome = eddy_kafka::apply(&def, &mut served.tail, &mut cursor, record);
             served.applied.insert(partition, cursor.next);
             let label = match outcome {
                 Outcome::Applied {

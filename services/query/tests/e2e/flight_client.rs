@@ -512,15 +512,42 @@ pub async fn a_pinned_snapshot_stays_the_same(
     points: &mut BTreeMap<u64, Vec<f32>>,
 ) {
     let mut c = client(cluster).await;
-    let info = c
-        .get_flight_info(FlightDescriptor::new_path(vec![
-            "collections".into(),
-            collection.to_owned(),
-        ]))
-        .await
-        .expect("flight info");
-    let metadata: serde_json::Value =
-        serde_json::from_slice(&info.app_metadata).expect("app metadata");
+    // Pin while a fresh event is still in the tail (ingest seals within
+    // 300 ms, so an attempt may miss it and is made again): the pin holds
+    // the tail's copy, and keeps answering with it after the live tail is
+    // sealed and pruned.
+    let mut attempt = 0u64;
+    let (info, metadata) = loop {
+        let id = 9_000 + attempt;
+        let v = vector(id);
+        cluster
+            .upsert(id, &v, json!({"kind": format!("k{}", id % 3), "i": id}))
+            .await;
+        points.insert(id, v);
+        cluster.wait_count(collection, points.len() as u64).await;
+        let info = c
+            .get_flight_info(FlightDescriptor::new_path(vec![
+                "collections".into(),
+                collection.to_owned(),
+            ]))
+            .await
+            .expect("flight info");
+        let metadata: serde_json::Value =
+            serde_json::from_slice(&info.app_metadata).expect("app metadata");
+        if metadata["snapshot"]["tail_rows"].as_u64() > Some(0) || attempt == 20 {
+            break (info, metadata);
+        }
+        attempt += 1;
+    };
+    assert!(
+        metadata["snapshot"]["tail_rows"].as_u64() > Some(0),
+        "no pin caught a tail row in 20 attempts: {metadata}"
+    );
+    eprintln!(
+        "pinned with {} tail row(s) after {} attempt(s)",
+        metadata["snapshot"]["tail_rows"],
+        attempt + 1
+    );
     let token = metadata["snapshot"]["token"]
         .as_str()
         .expect("a snapshot token")
@@ -580,6 +607,19 @@ pub async fn a_pinned_snapshot_stays_the_same(
         .await
         .expect("json");
     assert_ne!(pinned["result"][0]["id"], 10_000, "{pinned}");
+    // The event that was in the tail when pinned is still found there.
+    let tail_id = 9_000 + attempt;
+    let in_tail: serde_json::Value = cluster
+        .http
+        .post(cluster.url(&format!("/v1/collections/{collection}/search")))
+        .json(&json!({"vector": vector(tail_id), "k": 1, "snapshot": token}))
+        .send()
+        .await
+        .expect("search")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(in_tail["result"][0]["id"], tail_id, "{in_tail}");
     let counted: serde_json::Value = cluster
         .http
         .post(cluster.url(&format!("/v1/collections/{collection}/count")))

@@ -410,7 +410,7 @@ pub async fn bad_requests_get_clear_4xx(cluster: &Cluster, collection: &str) {
         ),
         (
             format!("/v1/collections/{collection}/search"),
-            "{\"vector\": [1,2,3,4,5,6,7,8], \"filter\": {\"must\": [{\"key\": \"color\", \"match\": {\"value\": \"red\"}}]}}",
+            "{\"vector\": [1,2,3,4,5,6,7,8], \"filter\": {\"must\": [{\"key\": \"undeclared\", \"match\": {\"value\": \"red\"}}]}}",
             400,
             "not an indexed payload field",
         ),

@@ -9,6 +9,7 @@
 //! its own broker: the tail reports a partition beyond its log as stale.
 //! `secured_cluster` runs its own cluster with TLS and API keys.
 
+mod alter;
 mod cluster;
 mod dashboards;
 mod flight_client;
@@ -79,6 +80,9 @@ async fn kafka_to_http_and_flight() {
     flight_client::exchange_carries_input_columns(&cluster, COLLECTION, &points).await;
     eprintln!("step: exchange_takes_per_row_k_and_filter");
     flight_client::exchange_takes_per_row_k_and_filter(&cluster, COLLECTION, &points).await;
+
+    eprintln!("step: altering_indexes_a_new_field");
+    alter::altering_indexes_a_new_field(&cluster, COLLECTION, &mut points).await;
 
     eprintln!("step: deletes_and_upserts_apply");
     http_api::deletes_and_upserts_apply(&cluster, COLLECTION, &mut points).await;

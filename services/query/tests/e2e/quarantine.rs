@@ -141,9 +141,9 @@ async fn damaged_and_mismatched_segments_are_quarantined_and_the_rest_served() {
 
     // The good segment answers.
     let search =
-        Arc::new(PreparedSearch::new(collection.def(), SearchRequest::default()).expect("search"));
+        Arc::new(PreparedSearch::new(&collection.def(), SearchRequest::default()).expect("search"));
     let queries =
-        QueryBatch::new(collection.def(), Vectors::Rows(vec![vec![3.0, 4.0]])).expect("queries");
+        QueryBatch::new(&collection.def(), Vectors::Rows(vec![vec![3.0, 4.0]])).expect("queries");
     let result = engine
         .search(&collection, &search, queries)
         .await

@@ -71,11 +71,12 @@ async fn the_estimate_is_within_two_points_of_ground_truth() {
     request.params.k = K;
     request.params.ef = Some(12);
     request.params.quantization = eddy_segment::Quantization::None;
-    let search = Arc::new(PreparedSearch::new(collection.def(), request).expect("search"));
+    let search = Arc::new(PreparedSearch::new(&collection.def(), request).expect("search"));
     let mut found = 0usize;
     for _ in 0..QUERIES {
         let q = random_vector(&mut rng);
-        let queries = QueryBatch::new(collection.def(), Vectors::Rows(vec![q.clone()])).expect("q");
+        let queries =
+            QueryBatch::new(&collection.def(), Vectors::Rows(vec![q.clone()])).expect("q");
         let answer = engine
             .search(&collection, &search, queries)
             .await

@@ -254,7 +254,8 @@ async fn an_open_or_misconfigured_service_does_not_start() {
 /// refused until its files are collected, its slot under the cap freed),
 /// marked in the store. Flight actions do the same for Flight-only
 /// clients: `ListActions`, `collection_stats` with a read key,
-/// `create_collection` / `drop_collection` with an admin key only.
+/// `create_collection` / `drop_collection` / `alter_collection` (and HTTP
+/// `PATCH`) with an admin key only.
 /// Runs after [`creating_collections_is_admin_only_and_bounded`] (the
 /// cluster holds `secure`, `jobs-a`, `jobs-b`, the cap is 3).
 pub async fn dropping_collections_and_flight_actions(cluster: &Cluster) {
@@ -324,7 +325,12 @@ pub async fn dropping_collections_and_flight_actions(cluster: &Cluster) {
     let names: Vec<&str> = actions.iter().map(|a| a.r#type.as_str()).collect();
     assert_eq!(
         names,
-        ["create_collection", "drop_collection", "collection_stats"]
+        [
+            "create_collection",
+            "drop_collection",
+            "alter_collection",
+            "collection_stats"
+        ]
     );
     let action =
         |kind: &str, body: Value| arrow_flight::Action::new(kind.to_owned(), body.to_string());
@@ -338,14 +344,33 @@ pub async fn dropping_collections_and_flight_actions(cluster: &Cluster) {
     .expect("stats body");
     let info: Value = serde_json::from_slice(&stats[0]).expect("json");
     assert_eq!(info["name"], "jobs-a");
-    let refused = reader
-        .do_action(action("drop_collection", json!({"name": "jobs-a"})))
-        .await
-        .err()
-        .expect("a read key cannot drop");
-    assert!(
-        matches!(&refused, arrow_flight::error::FlightError::Tonic(s) if s.code() == tonic::Code::PermissionDenied),
-        "{refused:?}"
+    for (kind, body) in [
+        ("drop_collection", json!({"name": "jobs-a"})),
+        (
+            "alter_collection",
+            json!({"name": "jobs-a", "payload_fields": {"tag": "keyword"}}),
+        ),
+    ] {
+        let refused = reader
+            .do_action(action(kind, body))
+            .await
+            .err()
+            .expect("a read key cannot drop or alter");
+        assert!(
+            matches!(&refused, arrow_flight::error::FlightError::Tonic(s) if s.code() == tonic::Code::PermissionDenied),
+            "{kind}: {refused:?}"
+        );
+    }
+    let patched = client
+        .patch(cluster.url("/v1/collections/jobs-a"))
+        .bearer_auth(&s.read_key)
+        .json(&json!({"payload_fields": {"tag": "keyword"}}))
+        .send()
+        .await;
+    assert_eq!(
+        status(patched),
+        StatusCode::FORBIDDEN,
+        "PATCH is admin only"
     );
     let mut admin = client_with_key(cluster, Some(&s.admin_key)).await;
     async fn run(
@@ -383,6 +408,17 @@ pub async fn dropping_collections_and_flight_actions(cluster: &Cluster) {
     .expect("create");
     assert_eq!(created["created"], true);
     assert_eq!(created["info"]["dimension"], 4);
+    let altered = run(
+        &mut admin,
+        action(
+            "alter_collection",
+            json!({"name": "jobs-d", "payload_fields": {"tag": "keyword"}}),
+        ),
+    )
+    .await
+    .expect("alter");
+    assert_eq!(altered["altered"], true, "{altered}");
+    assert_eq!(altered["info"]["payload_fields"], json!({"tag": "keyword"}));
     let unknown = admin
         .do_action(action("no_such_action", json!({})))
         .await
