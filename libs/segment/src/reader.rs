@@ -21,6 +21,8 @@ pub struct Segment {
     rows: usize,
     meta: SegmentMeta,
     id_index: HashMap<PointId, u32>,
+    /// The current rows in id order, built on first use (a scroll).
+    id_order: std::sync::OnceLock<Vec<u32>>,
 }
 
 impl Segment {
@@ -49,6 +51,7 @@ impl Segment {
             rows,
             meta: SegmentMeta::default(),
             id_index: HashMap::new(),
+            id_order: std::sync::OnceLock::new(),
         };
         seg.check_lengths()?;
         seg.meta = serde_json::from_slice(seg.section(Section::Meta))
@@ -213,6 +216,26 @@ impl Segment {
     /// The row holding `id` (the last one, if the segment holds several).
     pub fn row_of(&self, id: &PointId) -> Option<u32> {
         self.id_index.get(id).copied()
+    }
+
+    /// The current row of each id (see [`Segment::is_current`]), in id
+    /// order: built once per segment on first use (n log n), so a scroll
+    /// page seeks its cursor instead of visiting every row.
+    pub fn rows_in_id_order(&self) -> &[u32] {
+        self.id_order.get_or_init(|| {
+            let mut pairs: Vec<(&PointId, u32)> =
+                self.id_index.iter().map(|(id, row)| (id, *row)).collect();
+            pairs.sort_unstable();
+            pairs.into_iter().map(|(_, row)| row).collect()
+        })
+    }
+
+    /// The position in [`Segment::rows_in_id_order`] of the first id after
+    /// `after` (all of them for none).
+    pub fn id_order_after(&self, after: Option<&PointId>) -> usize {
+        let Some(after) = after else { return 0 };
+        self.rows_in_id_order()
+            .partition_point(|&row| self.id(row).is_some_and(|id| id <= *after))
     }
 
     /// Whether `row` is the current row of its id in this segment (false for

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 pub use search::PointRecord;
 pub use snapshot::{LoadedSegment, Quarantined, Snapshot};
-pub use view::{LiveView, ViewPoint};
+pub use view::{LiveView, PagePoint, ScrollPage, ViewPoint};
 
 /// What a collection serves: the installed snapshot plus the tail;
 /// everything a query reads, changed only under the write lock.

@@ -110,24 +110,29 @@ impl LiveView {
             payload_json: seg.payload_json(row),
         })
     }
+}
 
-    /// The positions of the (at most) `limit` smallest ids after `after`,
-    /// in id order, and whether more follow: one page of a scroll.
-    pub fn page(&self, after: Option<&PointId>, limit: usize) -> (Vec<usize>, bool) {
-        let mut candidates: Vec<(PointId, usize)> = (0..self.len())
-            .filter_map(|i| {
-                let id = self.point(i)?.id;
-                after.is_none_or(|a| id > *a).then_some((id, i))
-            })
-            .collect();
-        let more = candidates.len() > limit;
-        if more {
-            candidates.select_nth_unstable(limit);
-            candidates.truncate(limit);
-        }
-        candidates.sort_unstable();
-        (candidates.into_iter().map(|(_, i)| i).collect(), more)
-    }
+/// One point of a scroll page, copied out of the collection.
+#[derive(Debug, Clone)]
+pub struct PagePoint {
+    /// The id.
+    pub id: PointId,
+    /// The stored vector (unit length for cosine).
+    pub vector: Vec<f32>,
+    /// The payload as stored (JSON object bytes; empty = none).
+    pub payload_json: Vec<u8>,
+}
+
+/// One page of a scroll: the (at most) `limit` smallest live ids after the
+/// cursor, in id order.
+#[derive(Debug, Clone)]
+pub struct ScrollPage {
+    /// The points.
+    pub points: Vec<PagePoint>,
+    /// Whether more follow.
+    pub more: bool,
+    /// Per partition, the first offset the page does not reflect.
+    pub offsets: BTreeMap<u32, i64>,
 }
 
 impl Collection {
@@ -138,6 +143,87 @@ impl Collection {
         let mut n = 0u64;
         each_live(&served, filter, |_| n += 1);
         (n, served.visible_offsets())
+    }
+
+    /// One scroll page: the (at most) `limit` smallest ids after `after`
+    /// among the live points `filter` lets through, now. Each segment
+    /// seeks the cursor in its id order and reads at most `limit + 1`
+    /// matching rows, so a page costs its own size (plus the rows it skips
+    /// as deleted, shadowed or filtered out, and a pass over the tail),
+    /// not the collection's.
+    pub fn scroll(
+        &self,
+        filter: Option<&Filter>,
+        after: Option<&PointId>,
+        limit: usize,
+    ) -> ScrollPage {
+        let served = self.served.read();
+        let tail = &served.tail;
+        let want = limit.saturating_add(1);
+        let mut found: Vec<(PointId, Live)> = Vec::new();
+        for row in 0..tail.rows() as u32 {
+            if !tail.is_live(row) {
+                continue;
+            }
+            let r = tail.row(row);
+            if after.is_none_or(|a| r.id > a)
+                && filter.is_none_or(|f| f.matches_json(r.payload_json))
+            {
+                found.push((r.id.clone(), Live::Tail(row)));
+            }
+        }
+        for (i, s) in served.snapshot.segments.iter().enumerate() {
+            let seg = &s.segment;
+            let order = seg.rows_in_id_order();
+            let mut taken = 0;
+            for &row in order.get(seg.id_order_after(after)..).unwrap_or_default() {
+                if taken == want {
+                    break;
+                }
+                if s.deleted.contains(row) {
+                    continue;
+                }
+                let Some(id) = seg.id(row) else { continue };
+                let shadowed = !tail.is_empty() && tail.touched(&id).is_some();
+                if shadowed || filter.is_some_and(|f| !f.matches_json(seg.payload_json(row))) {
+                    continue;
+                }
+                found.push((id, Live::Segment(i, row)));
+                taken += 1;
+            }
+        }
+        if found.len() > want {
+            found.select_nth_unstable_by(want, |a, b| a.0.cmp(&b.0));
+            found.truncate(want);
+        }
+        found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let more = found.len() > limit;
+        found.truncate(limit);
+        let points = found
+            .into_iter()
+            .map(|(id, live)| {
+                let (vector, payload_json) = match live {
+                    Live::Tail(row) => {
+                        let r = tail.row(row);
+                        (r.vector, r.payload_json)
+                    }
+                    Live::Segment(s, row) => {
+                        let seg = &served.snapshot.segments[s].segment;
+                        (seg.vector(row), seg.payload_json(row))
+                    }
+                };
+                PagePoint {
+                    id,
+                    vector: vector.to_vec(),
+                    payload_json: payload_json.to_vec(),
+                }
+            })
+            .collect();
+        ScrollPage {
+            points,
+            more,
+            offsets: served.visible_offsets(),
+        }
     }
 
     /// The live points `filter` lets through, now (see the module).
@@ -207,21 +293,105 @@ mod tests {
         assert_eq!(c.count_matching(Some(&even)).0, 4, "0, 2, 6, 8");
 
         let view = c.view(Some(&even));
-        let (first, more) = view.page(None, 3);
-        let ids = |page: &[usize]| -> Vec<PointId> {
-            page.iter()
-                .filter_map(|&i| view.point(i).map(|p| p.id))
-                .collect()
+        let ids = |page: &ScrollPage| -> Vec<PointId> {
+            page.points.iter().map(|p| p.id.clone()).collect()
         };
+        let first = c.scroll(Some(&even), None, 3);
         assert_eq!(ids(&first), [0, 2, 6].map(PointId::Num));
-        assert!(more);
-        let after = PointId::Num(6);
-        let (rest, more) = view.page(Some(&after), 3);
+        assert!(first.more);
+        let rest = c.scroll(Some(&even), Some(&PointId::Num(6)), 3);
         assert_eq!(ids(&rest), [PointId::Num(8)]);
-        assert!(!more);
+        assert!(!rest.more);
+        assert_eq!(rest.points[0].vector, [8.0, 0.0]);
         // The view keeps its moment: later events do not change it.
         c.apply_tail(|served| served.tail.delete(PointId::Num(8), 0, 11));
         assert_eq!(view.len(), 4);
         assert_eq!(c.count_matching(Some(&even)).0, 3);
+    }
+
+    /// Pages through segments and tail together: a segment row that is
+    /// deleted, or shadowed by a fresher tail event, is skipped, and the
+    /// pages cover every live id once, in order.
+    #[test]
+    fn scroll_pages_merge_segments_and_tail() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let c = collection();
+        let mut segments = Vec::new();
+        for (n, ids) in [(0u64..20).step_by(2), (1u64..20).step_by(2)]
+            .into_iter()
+            .enumerate()
+        {
+            let mut w = eddy_segment::SegmentWriter::new(2, Metric::L2, IdType::U64);
+            let mut rows = 0;
+            for id in ids {
+                w.push(eddy_segment::RowRef {
+                    id: &PointId::Num(id),
+                    vector: &[id as f32, 1.0],
+                    partition: 0,
+                    offset: id as i64,
+                    payload_json: b"{}",
+                })
+                .expect("row");
+                rows += 1;
+            }
+            let path = dir.path().join(format!("{n}.seg"));
+            w.finish(&path).expect("segment");
+            let segment = Arc::new(eddy_segment::Segment::open(&path).expect("open"));
+            // Row 1 of the first segment (id 2) is deleted.
+            let deleted: roaring::RoaringBitmap = if n == 0 {
+                std::iter::once(1).collect()
+            } else {
+                roaring::RoaringBitmap::new()
+            };
+            segments.push(super::super::LoadedSegment {
+                entry: eddy_manifest::SegmentEntry {
+                    id: n.to_string(),
+                    rows,
+                    bytes: 0,
+                    deletes: None,
+                    deleted: deleted.len(),
+                    offset_ranges: BTreeMap::new(),
+                    index: None,
+                },
+                segment,
+                deleted: Arc::new(deleted),
+                index: None,
+                indexed_fields: Arc::new(BTreeMap::new()),
+            });
+        }
+        c.install(Snapshot {
+            version: 1,
+            segments,
+            cutoffs: BTreeMap::from([(0, 20)]),
+            ..Snapshot::default()
+        });
+        c.apply_tail(|served| {
+            // A fresher 7 (shadows the sealed one), a new 25, 9 deleted.
+            served
+                .tail
+                .upsert(PointId::Num(7), &[70.0, 0.0], b"{}", 0, 20);
+            served
+                .tail
+                .upsert(PointId::Num(25), &[25.0, 0.0], b"{}", 0, 21);
+            served.tail.delete(PointId::Num(9), 0, 22);
+        });
+        let mut seen = Vec::new();
+        let mut after = None;
+        loop {
+            let page = c.scroll(None, after.as_ref(), 3);
+            assert!(page.points.len() <= 3);
+            seen.extend(page.points.iter().map(|p| (p.id.clone(), p.vector[0])));
+            if !page.more {
+                break;
+            }
+            after = page.points.last().map(|p| p.id.clone());
+        }
+        let want: Vec<(PointId, f32)> = (0u64..20)
+            .filter(|id| *id != 2 && *id != 9)
+            .map(|id| (PointId::Num(id), if id == 7 { 70.0 } else { id as f32 }))
+            .chain(std::iter::once((PointId::Num(25), 25.0)))
+            .collect();
+        assert_eq!(seen, want);
+        assert_eq!(c.count_matching(None).0, want.len() as u64);
     }
 }

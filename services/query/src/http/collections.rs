@@ -283,16 +283,15 @@ pub(super) async fn scroll(
         let answer = state
             .engine
             .on_pool(move || {
-                let view = collection.view(filter.as_ref());
-                let (page, more) = view.page(after.as_ref(), request.limit);
+                let page = collection.scroll(filter.as_ref(), after.as_ref(), request.limit);
                 let mut last = None;
                 let points: Vec<Value> = page
-                    .iter()
-                    .filter_map(|&i| view.point(i))
+                    .points
+                    .into_iter()
                     .map(|p| {
                         let mut point = json!({"id": p.id});
                         if let Some(payload) = crate::results::HitPayload::select(
-                            p.payload_json,
+                            &p.payload_json,
                             &request.with_payload,
                         ) {
                             point["payload"] = json!(payload);
@@ -304,8 +303,8 @@ pub(super) async fn scroll(
                         point
                     })
                     .collect();
-                let next = if more { last } else { None };
-                json!({"points": points, "next_after": next, "offsets": view.offsets})
+                let next = if page.more { last } else { None };
+                json!({"points": points, "next_after": next, "offsets": page.offsets})
             })
             .await?;
         Ok(Json(answer).into_response())
