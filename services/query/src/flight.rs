@@ -6,6 +6,7 @@
 //! columns.
 
 mod actions;
+mod answers;
 mod batches;
 mod exchange;
 mod request;
@@ -15,8 +16,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow_array::RecordBatch;
-use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_server::{FlightService, FlightServiceServer};
 use arrow_flight::{
@@ -36,6 +35,7 @@ use crate::error::ApiError;
 use crate::pins::PinInfo;
 use crate::prepared::{PreparedSearch, QueryBatch};
 use crate::request::PayloadSelector;
+use answers::Answer;
 use exchange::{idle_status, Exchange, FlightRecordBatchStreamAdapter};
 
 pub use batches::result_schema;
@@ -129,26 +129,31 @@ impl EddyFlight {
                     .map_err(|e| ApiError::BadRequest(e.to_string()))
             })
             .transpose()?;
+        let stale = collection.staleness();
         let view = self
             .engine
             .on_pool(move || collection.view(filter.as_ref()))
             .await?;
+        let mut first = Some((view.offsets.clone(), stale));
         let schema = batches::scan_schema(&def, &request.with_payload, request.with_vector);
         let (view, rows) = (Arc::new(view), schema.clone());
         let selector = request.with_payload;
-        let starts = (0..view.len()).step_by(SCAN_BATCH_ROWS);
+        // At least one batch, empty if nothing matches, to carry the
+        // answer's metadata.
+        let starts = (0..view.len().max(1)).step_by(SCAN_BATCH_ROWS);
         let batches = stream::iter(starts).map(move |start| {
             let _open = &slot;
             let end = (start + SCAN_BATCH_ROWS).min(view.len());
             let points: Vec<_> = (start..end).filter_map(|i| view.point(i)).collect();
-            batches::scan_batch(&def, &rows, &selector, &points)
-                .map_err(|e| FlightError::Tonic(Box::new(Status::from(e))))
+            let batch = batches::scan_batch(&def, &rows, &selector, &points)
+                .map_err(|e| FlightError::Tonic(Box::new(Status::from(e))))?;
+            Ok(match first.take() {
+                Some((offsets, stale)) => Answer::new(batch, &offsets, stale),
+                None => Answer::more(batch),
+            })
         });
-        let encoded = FlightDataEncoderBuilder::new()
-            .with_schema(schema)
-            .build(batches)
-            .map_err(Status::from);
-        Ok(Box::pin(encoded))
+        let encoded = answers::encode(Some(schema), batches);
+        Ok(Box::pin(encoded.map_err(Status::from)))
     }
 
     /// Lets a call through if its metadata carries a read key and a request
@@ -384,15 +389,13 @@ impl FlightService for EddyFlight {
                 &result.hits,
                 0,
             )?;
-            Ok::<_, ApiError>((schema, batch))
+            let answer = Answer::new(batch, &result.offsets, collection.staleness());
+            Ok::<_, ApiError>((schema, answer))
         }
         .await;
-        let (schema, batch) = self.observed("flight_get", &label, started, r)?;
-        let encoded = FlightDataEncoderBuilder::new()
-            .with_schema(schema)
-            .build(stream::iter([Ok(batch)]))
-            .map_err(Status::from);
-        Ok(Response::new(Box::pin(encoded)))
+        let (schema, answer) = self.observed("flight_get", &label, started, r)?;
+        let encoded = answers::encode(Some(schema), stream::iter([Ok(answer)]));
+        Ok(Response::new(Box::pin(encoded.map_err(Status::from))))
     }
 
     async fn do_put(
@@ -461,7 +464,7 @@ impl FlightService for EddyFlight {
             schema,
             out,
         });
-        let results: BoxStream<'static, Result<RecordBatch, FlightError>> = batches
+        let results: BoxStream<'static, Result<Answer, FlightError>> = batches
             .scan(0u32, move |next_index, batch| {
                 // Query numbers continue across the input batches.
                 let base = *next_index;
@@ -475,11 +478,7 @@ impl FlightService for EddyFlight {
             })
             .boxed();
         self.observe("flight_exchange_open", &label, started, "ok");
-        let mut encoder = FlightDataEncoderBuilder::new();
-        if let Some(schema) = up_front {
-            encoder = encoder.with_schema(schema);
-        }
-        let encoded = encoder.build(results).map_err(Status::from);
+        let encoded = answers::encode(up_front, results).map_err(Status::from);
         Ok(Response::new(Box::pin(encoded)))
     }
 

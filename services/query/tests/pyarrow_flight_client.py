@@ -80,6 +80,11 @@ def main():
     ticket = json.dumps({"collection": args.collection, "vectors": queries[:10].tolist(), "k": k})
     table = client.do_get(flight.Ticket(ticket.encode()), opts).read_all()
     check(table, queries[:10], points, ids, k, "do_get")
+    # The answer says which offsets it reflects, in its first chunk's metadata.
+    chunk = client.do_get(flight.Ticket(ticket.encode()), opts).read_chunk()
+    said = json.loads(chunk.app_metadata.to_pybytes())
+    if not said.get("offsets") or "stale" in said:
+        sys.exit(f"do_get answer metadata: {said}")
 
     # A payload filter (the test's points carry kind = "k{id % 3}").
     keep = ids % 3 == 0

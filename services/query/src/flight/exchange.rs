@@ -11,6 +11,7 @@ use futures::stream::{self, BoxStream};
 use futures::{StreamExt, TryStreamExt};
 use tonic::{Status, Streaming};
 
+use super::answers::Answer;
 use super::{batches, row_options};
 use crate::collection::Collection;
 use crate::engine::Engine;
@@ -38,7 +39,7 @@ impl Exchange {
         &self,
         batch: Result<RecordBatch, FlightError>,
         base: u32,
-    ) -> Result<RecordBatch, ApiError> {
+    ) -> Result<Answer, ApiError> {
         let def = self.collection.def();
         let with_payload = &self.search.params.with_payload;
         let batch = batch.map_err(|e| match e {
@@ -57,7 +58,9 @@ impl Exchange {
         };
         if batch.num_rows() == 0 {
             let empty = batches::results_batch(&def, &self.schema, with_payload, &[], base)?;
-            return batches::with_input_columns(empty, &batch, base, &out);
+            let answer = batches::with_input_columns(empty, &batch, base, &out)?;
+            let offsets = self.collection.visible_offsets();
+            return Ok(Answer::new(answer, &offsets, self.collection.staleness()));
         }
         let queries = batches::query_vectors(&batch, &def)?;
         let n = queries.len() as u64;
@@ -75,7 +78,12 @@ impl Exchange {
             .with_label_values(&["flight_exchange"])
             .inc_by(n);
         let answers = batches::results_batch(&def, &self.schema, with_payload, &result.hits, base)?;
-        batches::with_input_columns(answers, &batch, base, &out)
+        let answer = batches::with_input_columns(answers, &batch, base, &out)?;
+        Ok(Answer::new(
+            answer,
+            &result.offsets,
+            self.collection.staleness(),
+        ))
     }
 }
 

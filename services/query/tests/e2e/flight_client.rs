@@ -40,6 +40,74 @@ pub async fn client_with_key(cluster: &Cluster, key: Option<&str>) -> FlightClie
     client
 }
 
+/// The answers' metadata of a Flight stream (the JSON `app_metadata` of
+/// each record-batch message that carries one: offsets and `stale`), and
+/// the rows it holds.
+pub async fn answer_metadata(
+    stream: arrow_flight::decode::FlightRecordBatchStream,
+) -> (Vec<serde_json::Value>, usize) {
+    let mut decoder = stream.into_inner();
+    let (mut metadata, mut rows) = (Vec::new(), 0);
+    while let Some(data) = decoder.try_next().await.expect("flight data") {
+        if let arrow_flight::decode::DecodedPayload::RecordBatch(batch) = &data.payload {
+            rows += batch.num_rows();
+            if !data.inner.app_metadata.is_empty() {
+                metadata.push(serde_json::from_slice(&data.inner.app_metadata).expect("json"));
+            }
+        }
+    }
+    (metadata, rows)
+}
+
+/// Every Flight answer says which offsets it reflects, as HTTP answers
+/// do: DoGet's one answer, each DoExchange batch's, a scan's.
+pub async fn answers_carry_their_offsets(cluster: &Cluster, collection: &str) {
+    let mut c = client(cluster).await;
+    let info = cluster.info(collection).await;
+    let offsets = &info["status"]["offsets"];
+    assert!(offsets.as_object().is_some_and(|o| !o.is_empty()), "{info}");
+    let ticket = json!({"collection": collection, "vectors": [vector(1), vector(2)], "k": 3});
+    let (got, rows) = answer_metadata(
+        c.do_get(Ticket::new(ticket.to_string()))
+            .await
+            .expect("do_get"),
+    )
+    .await;
+    assert_eq!((got.len(), rows), (1, 6), "{got:?}");
+    assert_eq!(&got[0]["offsets"], offsets, "{got:?}");
+    assert!(got[0].get("stale").is_none(), "{got:?}");
+
+    let request = FlightDataEncoderBuilder::new()
+        .with_flight_descriptor(Some(FlightDescriptor::new_cmd(
+            json!({"collection": collection, "k": 2}).to_string(),
+        )))
+        .build(futures::stream::iter(
+            [
+                query_batch(&[vector(3)]),
+                query_batch(&[vector(4), vector(5)]),
+            ]
+            .into_iter()
+            .map(Ok),
+        ));
+    let (got, rows) = answer_metadata(c.do_exchange(request).await.expect("do_exchange")).await;
+    assert_eq!(
+        (got.len(), rows),
+        (2, 6),
+        "one per input batch (the client sends no empty ones): {got:?}"
+    );
+    assert!(got.iter().all(|m| &m["offsets"] == offsets), "{got:?}");
+
+    let scan = json!({"scan": collection, "filter": {"must": [{"key": "kind", "match": {"value": "none-such"}}]}});
+    let (got, rows) =
+        answer_metadata(c.do_get(Ticket::new(scan.to_string())).await.expect("scan")).await;
+    assert_eq!(
+        (got.len(), rows),
+        (1, 0),
+        "an empty scan still says: {got:?}"
+    );
+    assert_eq!(&got[0]["offsets"], offsets, "{got:?}");
+}
+
 /// (query_index, rank, id, score) rows of result batches.
 fn rows(batches: &[RecordBatch]) -> Vec<(u32, u32, u64, f32)> {
     let mut out = Vec::new();

@@ -72,6 +72,8 @@ async fn kafka_to_http_and_flight() {
 
     eprintln!("step: do_get_and_exchange_match_exact");
     flight_client::do_get_and_exchange_match_exact(&cluster, COLLECTION, &points).await;
+    eprintln!("step: answers_carry_their_offsets");
+    flight_client::answers_carry_their_offsets(&cluster, COLLECTION).await;
     eprintln!("step: pyarrow_matches_numpy");
     pyarrow_client::pyarrow_matches_numpy(&cluster, COLLECTION, &points).await;
     eprintln!("step: duckdb_job_joins_answers_by_key");

@@ -107,6 +107,27 @@ async fn a_full_tail_stops_reading_says_so_and_reads_on_after_a_seal() {
             .is_some_and(|s| s.contains("at its bound")),
         "{answer}"
     );
+    // Flight answers say so too.
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", query.flight_addr()))
+        .expect("url")
+        .connect()
+        .await
+        .expect("flight connects");
+    let mut flight = arrow_flight::FlightClient::new(channel);
+    let ticket = json!({"collection": COLLECTION, "vectors": [vector(0)], "k": 1});
+    let (said, _) = crate::flight_client::answer_metadata(
+        flight
+            .do_get(arrow_flight::Ticket::new(ticket.to_string()))
+            .await
+            .expect("do_get"),
+    )
+    .await;
+    assert!(
+        said[0]["stale"][0]
+            .as_str()
+            .is_some_and(|s| s.contains("at its bound")),
+        "{said:?}"
+    );
     let metrics = http
         .get(url("/metrics"))
         .send()
