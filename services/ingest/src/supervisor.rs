@@ -27,6 +27,8 @@ pub(crate) async fn supervise(
 ) {
     let config = Arc::new(config);
     let mut workers: HashMap<String, Running> = HashMap::new();
+    // Workers of dropped collections, told to stop, not yet finished.
+    let mut stopping: Vec<(String, Running)> = Vec::new();
     let poll = Duration::from_millis(config.common.collection_poll_ms.max(50));
     while !stop.load(Ordering::Relaxed) {
         let defs = match store.collections() {
@@ -39,6 +41,8 @@ pub(crate) async fn supervise(
         };
         // A collection no longer listed was dropped: stop its worker (its
         // last seal is refused by the store, which is what a drop means).
+        // It may take a while (a last seal, the consumer's close); it is
+        // collected on a later pass, while the others are supervised.
         let gone: Vec<String> = workers
             .keys()
             .filter(|name| !defs.iter().any(|d| d.name == **name))
@@ -47,12 +51,20 @@ pub(crate) async fn supervise(
         for name in gone {
             if let Some(running) = workers.remove(&name) {
                 running.stop.store(true, Ordering::Relaxed);
-                if let Err(e) = running.handle.await {
-                    error!(collection = %name, error = %e, "worker panicked while stopping");
-                }
-                metrics.forget_collection(&name);
-                info!(collection = %name, "collection dropped: its worker stopped");
+                stopping.push((name, running));
             }
+        }
+        let (finished, still): (Vec<_>, Vec<_>) = stopping
+            .into_iter()
+            .partition(|(_, running)| running.handle.is_finished());
+        stopping = still;
+        for (name, running) in finished {
+            log_exit(&name, running.handle.await, "its collection was dropped");
+            // Its gauges go, unless a collection of that name is served again.
+            if !workers.contains_key(&name) && !stopping.iter().any(|(n, _)| *n == name) {
+                metrics.forget_collection(&name);
+            }
+            info!(collection = %name, "collection dropped: its worker stopped");
         }
         for def in defs {
             if let Some(running) = workers.get(&def.name) {
@@ -99,7 +111,7 @@ pub(crate) async fn supervise(
     for running in workers.values() {
         running.stop.store(true, Ordering::Relaxed);
     }
-    for (name, running) in workers {
+    for (name, running) in workers.into_iter().chain(stopping) {
         log_exit(&name, running.handle.await, "at shutdown");
     }
 }
