@@ -13,6 +13,7 @@ mod alter;
 mod cluster;
 mod dashboards;
 mod flight_client;
+mod flight_reads;
 mod fuzz;
 mod http_api;
 mod limits;
@@ -66,14 +67,14 @@ async fn kafka_to_http_and_flight() {
     eprintln!("step: filtered_count_and_scroll");
     http_api::filtered_count_and_scroll(&cluster, COLLECTION, &points).await;
     eprintln!("step: scan_streams_every_live_point");
-    flight_client::scan_streams_every_live_point(&cluster, COLLECTION, &points).await;
+    flight_reads::scan_streams_every_live_point(&cluster, COLLECTION, &points).await;
     eprintln!("step: a_pinned_snapshot_stays_the_same");
-    flight_client::a_pinned_snapshot_stays_the_same(&cluster, COLLECTION, &mut points).await;
+    flight_reads::a_pinned_snapshot_stays_the_same(&cluster, COLLECTION, &mut points).await;
 
     eprintln!("step: do_get_and_exchange_match_exact");
     flight_client::do_get_and_exchange_match_exact(&cluster, COLLECTION, &points).await;
     eprintln!("step: answers_carry_their_offsets");
-    flight_client::answers_carry_their_offsets(&cluster, COLLECTION).await;
+    flight_reads::answers_carry_their_offsets(&cluster, COLLECTION).await;
     eprintln!("step: pyarrow_matches_numpy");
     pyarrow_client::pyarrow_matches_numpy(&cluster, COLLECTION, &points).await;
     eprintln!("step: duckdb_job_joins_answers_by_key");

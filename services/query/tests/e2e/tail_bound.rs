@@ -115,7 +115,7 @@ async fn a_full_tail_stops_reading_says_so_and_reads_on_after_a_seal() {
         .expect("flight connects");
     let mut flight = arrow_flight::FlightClient::new(channel);
     let ticket = json!({"collection": COLLECTION, "vectors": [vector(0)], "k": 1});
-    let (said, _) = crate::flight_client::answer_metadata(
+    let (said, _) = crate::flight_reads::answer_metadata(
         flight
             .do_get(arrow_flight::Ticket::new(ticket.to_string()))
             .await
