@@ -220,12 +220,7 @@ impl Maintenance {
 
 #[cfg(all(test, feature = "failpoints"))]
 mod tests {
-    use std::collections::BTreeMap;
-
     use clap::Parser as _;
-    use eddy_manifest::SegmentEntry;
-    use eddy_model::{IdType, Metric, PointId};
-    use eddy_segment::Growing;
 
     use super::*;
 
@@ -235,31 +230,7 @@ mod tests {
         store
             .create_collection(&CollectionDef::new("c", 2))
             .expect("collection");
-        let mut rows = Growing::new(2, Metric::Cosine, IdType::U64);
-        for id in 0..64u64 {
-            rows.upsert(PointId::Num(id), &[1.0, id as f32], b"", 0, id as i64);
-        }
-        let (id, path) = store.new_segment("c");
-        let bytes = rows
-            .write_segment(&path, &BTreeMap::new())
-            .expect("segment");
-        let updated = store
-            .update::<eddy_manifest::Error>("c", |latest| {
-                let mut next = latest.successor();
-                next.segments.push(SegmentEntry {
-                    id: id.clone(),
-                    rows: 64,
-                    bytes,
-                    deletes: None,
-                    deleted: 0,
-                    offset_ranges: BTreeMap::from([(0, (0, 63))]),
-                    index: None,
-                });
-                next.partitions.entry(0).or_default().next_offset = 64;
-                Ok(Some(next))
-            })
-            .expect("published");
-        assert!(updated.published.is_some());
+        super::testing::seal(&store, 0..64);
         store
     }
 

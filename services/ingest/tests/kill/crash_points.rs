@@ -32,9 +32,12 @@ fn wait_exit(ingest: &mut Ingest, timeout: Duration) -> Option<ExitStatus> {
 /// `merge::before_publish`, which comes after it).
 const NO_MERGES: &[(&str, &str)] = &[("merge-min-segments", "1000000"), ("merge-idle-ms", "0")];
 
+/// Extra `--flag value` pairs a crash point's run needs.
+type Flags = &'static [(&'static str, &'static str)];
+
 /// Every crash point, the pass at which the process dies there, and the
 /// flags that make the path through it run.
-const POINTS: [(&str, u32, &[(&str, &str)]); 6] = [
+const POINTS: [(&str, u32, Flags); 6] = [
     ("segment::before_fsync", 2, &[]),
     ("seal::before_publish", 2, &[]),
     ("seal::before_commit", 2, &[]),

@@ -385,18 +385,23 @@ impl Cluster {
         self.produce(&id.to_string(), Some(value.as_bytes())).await
     }
 
-    /// The collection's `count`, as HTTP reports it.
-    pub async fn count(&self, collection: &str) -> u64 {
-        let r: Value = self
-            .http
-            .post(self.url(&format!("/v1/collections/{collection}/count")))
-            .json(&json!({}))
+    /// POSTs `body` to `path` of the HTTP API; the JSON answer.
+    pub async fn post(&self, path: &str, body: &Value) -> Value {
+        self.http
+            .post(self.url(path))
+            .json(body)
             .send()
             .await
-            .expect("count request")
+            .unwrap_or_else(|e| panic!("POST {path}: {e}"))
             .json()
             .await
-            .expect("count json");
+            .unwrap_or_else(|e| panic!("POST {path}: not JSON: {e}"))
+    }
+
+    /// The collection's `count`, as HTTP reports it.
+    pub async fn count(&self, collection: &str) -> u64 {
+        let path = format!("/v1/collections/{collection}/count");
+        let r = self.post(&path, &json!({})).await;
         r["count"].as_u64().expect("count is a number")
     }
 

@@ -266,26 +266,18 @@ pub async fn a_pinned_snapshot_stays_the_same(
     // The event that was in the tail when pinned is still found there.
     let tail_id = 9_000 + attempt;
     let in_tail: serde_json::Value = cluster
-        .http
-        .post(cluster.url(&format!("/v1/collections/{collection}/search")))
-        .json(&json!({"vector": vector(tail_id), "k": 1, "snapshot": token}))
-        .send()
-        .await
-        .expect("search")
-        .json()
-        .await
-        .expect("json");
+        .post(
+            &format!("/v1/collections/{collection}/search"),
+            &json!({"vector": vector(tail_id), "k": 1, "snapshot": token}),
+        )
+        .await;
     assert_eq!(in_tail["result"][0]["id"], tail_id, "{in_tail}");
     let counted: serde_json::Value = cluster
-        .http
-        .post(cluster.url(&format!("/v1/collections/{collection}/count")))
-        .json(&json!({"snapshot": token}))
-        .send()
-        .await
-        .expect("count")
-        .json()
-        .await
-        .expect("json");
+        .post(
+            &format!("/v1/collections/{collection}/count"),
+            &json!({"snapshot": token}),
+        )
+        .await;
     assert_eq!(counted["count"], before.len(), "{counted}");
     let unknown = search(Some("no-such-snapshot")).await.expect("search");
     assert_eq!(unknown.status(), reqwest::StatusCode::NOT_FOUND);

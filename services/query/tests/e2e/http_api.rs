@@ -29,15 +29,11 @@ pub async fn every_point_is_found_with_its_exact_score(
         .map(|v| json!({"vector": v, "k": 1}))
         .collect();
     let r: Value = cluster
-        .http
-        .post(cluster.url(&format!("/v1/collections/{collection}/search/batch")))
-        .json(&json!({ "searches": searches }))
-        .send()
-        .await
-        .expect("batch request")
-        .json()
-        .await
-        .expect("batch json");
+        .post(
+            &format!("/v1/collections/{collection}/search/batch"),
+            &json!({ "searches": searches }),
+        )
+        .await;
     let results = r["results"].as_array().expect("results array");
     assert_eq!(results.len(), points.len());
     for ((id, _), res) in points.iter().zip(results) {
@@ -493,15 +489,11 @@ pub async fn filtered_count_and_scroll(
     let k2 = json!({"must": [{"key": "kind", "match": {"value": "k2"}}]});
     let want: Vec<u64> = points.keys().copied().filter(|id| id % 3 == 2).collect();
     let counted: Value = cluster
-        .http
-        .post(cluster.url(&format!("/v1/collections/{collection}/count")))
-        .json(&json!({"filter": k2}))
-        .send()
-        .await
-        .expect("count")
-        .json()
-        .await
-        .expect("json");
+        .post(
+            &format!("/v1/collections/{collection}/count"),
+            &json!({"filter": k2}),
+        )
+        .await;
     assert_eq!(counted["count"], want.len(), "{counted}");
 
     let mut seen: Vec<u64> = Vec::new();
