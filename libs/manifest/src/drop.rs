@@ -11,6 +11,7 @@
 
 use std::fs;
 use std::io;
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use eddy_format::Versions;
@@ -63,12 +64,13 @@ impl Store {
     }
 
     /// Removes the files of collections dropped more than `grace` ago that
-    /// no unexpired lease holds; returns the collections removed.
-    pub fn collect_dropped(&self, grace: Duration) -> Result<Vec<String>> {
+    /// no unexpired lease holds, each on its own: one whose marker cannot be
+    /// read is kept (and reported), the others collected.
+    pub fn collect_dropped(&self, grace: Duration) -> Result<DroppedCollected> {
         let root = self.root().join("collections");
         let entries = match fs::read_dir(&root) {
             Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(DroppedCollected::default()),
             Err(e) => {
                 return Err(Error::Io {
                     path: root,
@@ -77,36 +79,65 @@ impl Store {
             }
         };
         let now = SystemTime::now();
-        let mut removed = Vec::new();
+        let mut out = DroppedCollected::default();
         for entry in entries {
             let entry = entry.map_err(Error::io(&root))?;
             let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
                 continue;
             };
-            let marker = entry.path().join(DROPPED_FILE);
-            let bytes = match fs::read(&marker) {
-                Ok(b) => b,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => {
-                    return Err(Error::Io {
-                        path: marker,
-                        source: e,
-                    })
-                }
-            };
-            let record: DropRecord = DROPPED_FORMAT.decode(&marker, &bytes)?;
-            if millis(now).saturating_sub(record.dropped_ms) < grace.as_millis() as u64 {
-                continue;
+            match self.collect_one_dropped(&name, &entry.path(), grace, now) {
+                Ok(true) => out.removed.push(name),
+                Ok(false) => {}
+                Err(e) => out.refused.push((name, e.to_string())),
             }
-            if self.leases(&name)?.iter().any(|l| l.holds_at(now)) {
-                continue;
-            }
-            let dir = entry.path();
-            fs::remove_dir_all(&dir).map_err(|source| Error::Io { path: dir, source })?;
-            removed.push(name);
         }
-        Ok(removed)
+        Ok(out)
     }
+
+    /// Removes the directory `dir` of collection `name` if it is dropped,
+    /// the drop older than `grace` and no lease holds it; whether it did.
+    fn collect_one_dropped(
+        &self,
+        name: &str,
+        dir: &Path,
+        grace: Duration,
+        now: SystemTime,
+    ) -> Result<bool> {
+        let marker = dir.join(DROPPED_FILE);
+        let bytes = match fs::read(&marker) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => {
+                return Err(Error::Io {
+                    path: marker,
+                    source: e,
+                })
+            }
+        };
+        let record: DropRecord = DROPPED_FORMAT.decode(&marker, &bytes)?;
+        if millis(now).saturating_sub(record.dropped_ms) < grace.as_millis() as u64 {
+            return Ok(false);
+        }
+        if self.leases(name)?.iter().any(|l| l.holds_at(now)) {
+            return Ok(false);
+        }
+        fs::remove_dir_all(dir).map_err(|source| Error::Io {
+            path: dir.to_owned(),
+            source,
+        })?;
+        Ok(true)
+    }
+}
+
+/// What [`Store::collect_dropped`] did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct DroppedCollected {
+    /// Collections whose files were removed.
+    pub removed: Vec<String>,
+    /// Dropped collections left alone because their marker or leases could
+    /// not be read (damaged, or written by a newer eddy), with the reason:
+    /// files nobody can vouch for are kept, and the others collected.
+    pub refused: Vec<(String, String)>,
 }
 
 #[cfg(test)]
@@ -142,24 +173,30 @@ mod tests {
         let lease = store
             .take_lease("d", "snapshot", Duration::from_secs(60), Some(0))
             .expect("lease");
-        assert!(store
-            .collect_dropped(Duration::ZERO)
-            .expect("gc")
-            .is_empty());
+        assert_eq!(
+            store.collect_dropped(Duration::ZERO).expect("gc"),
+            DroppedCollected::default()
+        );
         drop(lease);
-        assert!(store
-            .collect_dropped(Duration::from_secs(3600))
-            .expect("gc")
-            .is_empty());
-        assert_eq!(store.collect_dropped(Duration::ZERO).expect("gc"), ["d"]);
+        assert_eq!(
+            store
+                .collect_dropped(Duration::from_secs(3600))
+                .expect("gc"),
+            DroppedCollected::default()
+        );
+        assert_eq!(
+            store.collect_dropped(Duration::ZERO).expect("gc").removed,
+            ["d"]
+        );
         assert!(!dir.path().join("collections/d").exists());
         // Now the name is free again.
         store.create_collection(&def).expect("created again");
     }
 
     /// The golden marker of format version 1 still reads; a marker of a
-    /// newer version, or a damaged one, stops collection with a clear error
-    /// instead of removing files it cannot vouch for.
+    /// newer version, or a damaged one, keeps its collection's files (with
+    /// the reason) instead of removing files it cannot vouch for, and does
+    /// not hold back the collection of other dropped collections.
     #[test]
     fn the_marker_format_is_fixed_and_checked() {
         let golden = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/dropped-v1.json");
@@ -185,22 +222,34 @@ mod tests {
 
         let dir = tempfile::tempdir().expect("tmp");
         let store = Store::open(dir.path()).expect("store");
-        store
-            .create_collection(&CollectionDef::new("d", 2))
-            .expect("created");
+        for name in ["d", "e"] {
+            store
+                .create_collection(&CollectionDef::new(name, 2))
+                .expect("created");
+        }
         let marker = dir.path().join("collections/d").join(DROPPED_FILE);
         let newer = String::from_utf8(bytes.clone())
             .expect("utf-8")
             .replace("\"format_version\":1", "\"format_version\":2");
         fs::write(&marker, newer).expect("write");
-        let err = store.collect_dropped(Duration::ZERO).expect_err("newer");
-        assert!(err.to_string().contains("version 2"), "{err}");
+        let collected = store.collect_dropped(Duration::ZERO).expect("gc");
+        assert!(collected.removed.is_empty());
+        assert_eq!(collected.refused.len(), 1, "{collected:?}");
+        assert!(
+            collected.refused[0].1.contains("version 2"),
+            "{collected:?}"
+        );
         let damaged = String::from_utf8(bytes)
             .expect("utf-8")
             .replace("http", "htpp");
         fs::write(&marker, damaged).expect("write");
-        let err = store.collect_dropped(Duration::ZERO).expect_err("damaged");
-        assert!(err.to_string().contains("checksum"), "{err}");
+        assert!(store.drop_collection("e", "test").expect("dropped"));
+        let collected = store.collect_dropped(Duration::ZERO).expect("gc");
+        assert_eq!(collected.removed, ["e"], "the sound one is collected");
+        assert_eq!(collected.refused.len(), 1, "{collected:?}");
+        assert_eq!(collected.refused[0].0, "d");
+        assert!(collected.refused[0].1.contains("checksum"), "{collected:?}");
         assert!(dir.path().join("collections/d").exists(), "nothing removed");
+        assert!(!dir.path().join("collections/e").exists());
     }
 }

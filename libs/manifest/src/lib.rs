@@ -29,7 +29,7 @@ mod update;
 
 pub use alter::Altered;
 pub use deletes::{DELETES_FORMAT_VERSION, DELETES_MAGIC};
-pub use drop::{DropRecord, DROPPED_FORMAT};
+pub use drop::{DropRecord, DroppedCollected, DROPPED_FORMAT};
 pub use envelope::{JsonFormat, COLLECTION_FORMAT, MANIFEST_FORMAT};
 pub use error::{Error, Result};
 pub use fsck::{fsck, FsckReport, LiveRow, LiveRows};

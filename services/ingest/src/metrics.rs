@@ -179,24 +179,65 @@ fn histogram(
     Ok(h)
 }
 
+/// Removes the series of `vec` whose `collection` label is `collection`,
+/// whatever its other labels.
+fn remove_series_of<T: prometheus::core::MetricVecBuilder>(
+    vec: &prometheus::core::MetricVec<T>,
+    collection: &str,
+) {
+    use prometheus::core::Collector as _;
+    for family in vec.collect() {
+        for metric in family.get_metric() {
+            let labels: std::collections::HashMap<&str, &str> = metric
+                .get_label()
+                .iter()
+                .map(|l| (l.name(), l.value()))
+                .collect();
+            if labels.get("collection") == Some(&collection) {
+                // Gone already if a concurrent call removed it.
+                let _ = vec.remove(&labels);
+            }
+        }
+    }
+}
+
 impl IngestMetrics {
-    /// Removes a dropped collection's per-collection gauges, so no stale
-    /// value (backpressure, blocked dead letters) lingers in dashboards or
+    /// Removes every series of a dropped collection (per-collection and
+    /// per-partition gauges, and its counters), so no stale value
+    /// (backpressure, blocked dead letters, lag) lingers in dashboards or
     /// alerts once its worker stopped.
     pub fn forget_collection(&self, collection: &str) {
         for gauge in [
+            &self.lag,
+            &self.next_offset,
             &self.growing_rows,
             &self.segments,
             &self.manifest_version,
             &self.stalled_partitions,
+            &self.partition_stopped,
+            &self.manifest_lag,
+            &self.partition_progress,
             &self.dead_letters_blocked,
             &self.dead_letters_pending,
             &self.assigned_partitions,
             &self.unindexed_rows,
             &self.backpressure,
         ] {
-            // Absent when the worker never set it: nothing to remove.
-            let _ = gauge.remove_label_values(&[collection]);
+            remove_series_of(gauge, collection);
+        }
+        for counter in [
+            &self.events,
+            &self.rejected,
+            &self.seals,
+            &self.cas_conflicts,
+            &self.id_partition_conflicts,
+            &self.dlq,
+            &self.merges,
+            &self.index_builds,
+            &self.gc_files,
+            &self.gc_bytes,
+        ] {
+            remove_series_of(counter, collection);
         }
     }
 
@@ -377,5 +418,32 @@ mod tests {
         let named: BTreeSet<String> = NAMES.iter().map(|n| (*n).to_owned()).collect();
         assert_eq!(registered, named);
         assert!(NAMES.iter().all(|n| n.starts_with("eddy_ingest_")));
+    }
+
+    /// A dropped collection's series go, per-partition and counters
+    /// included; another collection's stay.
+    #[test]
+    fn forgetting_a_collection_removes_all_its_series() {
+        let registry = Registry::new();
+        let m = IngestMetrics::new(&registry).expect("metrics");
+        for c in ["gone", "kept"] {
+            m.lag.with_label_values(&[c, "0"]).set(5);
+            m.events.with_label_values(&[c, "upsert"]).inc();
+            m.growing_rows.with_label_values(&[c]).set(3);
+            m.partition_stopped
+                .with_label_values(&[c, "1", "offset_gap"])
+                .set(1);
+        }
+        m.forget_collection("gone");
+        let text = prometheus::TextEncoder::new()
+            .encode_to_string(&registry.gather())
+            .expect("text");
+        assert!(!text.contains("\"gone\""), "{text}");
+        for series in [
+            "eddy_ingest_consumer_lag{collection=\"kept\"",
+            "eddy_ingest_events_total{collection=\"kept\"",
+        ] {
+            assert!(text.contains(series), "{series} missing:\n{text}");
+        }
     }
 }

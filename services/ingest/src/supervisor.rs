@@ -5,16 +5,20 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use eddy_manifest::Store;
 use tokio::task::JoinHandle;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use crate::config::IngestConfig;
 use crate::error::Result;
 use crate::metrics::IngestMetrics;
 use crate::worker;
+
+/// How long a dropped collection's worker may take to stop before it is
+/// logged (and again each time as long).
+const SLOW_STOP: Duration = Duration::from_secs(60);
 
 /// Keeps one worker thread per collection, restarting failed ones after a
 /// back-off (they resume from the manifest), until `stop` is set; then waits
@@ -28,7 +32,7 @@ pub(crate) async fn supervise(
     let config = Arc::new(config);
     let mut workers: HashMap<String, Running> = HashMap::new();
     // Workers of dropped collections, told to stop, not yet finished.
-    let mut stopping: Vec<(String, Running)> = Vec::new();
+    let mut stopping: Vec<(String, Running, Instant)> = Vec::new();
     let poll = Duration::from_millis(config.common.collection_poll_ms.max(50));
     while !stop.load(Ordering::Relaxed) {
         let defs = match store.collections() {
@@ -51,20 +55,34 @@ pub(crate) async fn supervise(
         for name in gone {
             if let Some(running) = workers.remove(&name) {
                 running.stop.store(true, Ordering::Relaxed);
-                stopping.push((name, running));
+                // Its gauges go at once (the collection is gone), and again
+                // on every pass until the worker ends, in case its last turn
+                // or seal wrote them.
+                metrics.forget_collection(&name);
+                stopping.push((name, running, Instant::now()));
             }
         }
         let (finished, still): (Vec<_>, Vec<_>) = stopping
             .into_iter()
-            .partition(|(_, running)| running.handle.is_finished());
+            .partition(|(_, running, _)| running.handle.is_finished());
         stopping = still;
-        for (name, running) in finished {
+        for (name, running, _) in finished {
             log_exit(&name, running.handle.await, "its collection was dropped");
             // Its gauges go, unless a collection of that name is served again.
-            if !workers.contains_key(&name) && !stopping.iter().any(|(n, _)| *n == name) {
+            if !workers.contains_key(&name) && !stopping.iter().any(|(n, _, _)| *n == name) {
                 metrics.forget_collection(&name);
             }
             info!(collection = %name, "collection dropped: its worker stopped");
+        }
+        for (name, _, since) in &mut stopping {
+            // Its last turn or seal may have written gauges again.
+            if !workers.contains_key(name.as_str()) {
+                metrics.forget_collection(name);
+            }
+            if since.elapsed() >= SLOW_STOP {
+                warn!(collection = %name, waited_s = since.elapsed().as_secs(), "a dropped collection's worker has not stopped yet (its last seal or the consumer's close waits on the broker)");
+                *since = Instant::now();
+            }
         }
         for def in defs {
             if let Some(running) = workers.get(&def.name) {
@@ -111,6 +129,9 @@ pub(crate) async fn supervise(
     for running in workers.values() {
         running.stop.store(true, Ordering::Relaxed);
     }
+    let stopping = stopping
+        .into_iter()
+        .map(|(name, running, _)| (name, running));
     for (name, running) in workers.into_iter().chain(stopping) {
         log_exit(&name, running.handle.await, "at shutdown");
     }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use eddy_manifest::GcPolicy;
 use eddy_model::CollectionDef;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use super::Maintenance;
 
@@ -38,9 +38,12 @@ impl Maintenance {
         // Dropped collections: their whole directory, once the drop is
         // older than the grace and no pinned snapshot holds it.
         match self.store.collect_dropped(gc.policy.grace) {
-            Ok(removed) => {
-                for collection in removed {
+            Ok(collected) => {
+                for collection in collected.removed {
                     info!(collection, "dropped collection's files collected");
+                }
+                for (collection, reason) in collected.refused {
+                    error!(collection, %reason, "a dropped collection's files are kept: its drop marker or leases cannot be read; repair or remove them by hand");
                 }
             }
             Err(e) => warn!(error = %e, "collecting dropped collections"),

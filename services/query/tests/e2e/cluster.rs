@@ -55,6 +55,12 @@ impl Secured {
             format!("# the Kafka user's password\nsasl.password={kafka_password}\n"),
         )
         .expect("write secrets");
+        // Readable by its owner only, as a secrets file should be.
+        std::fs::set_permissions(
+            &kafka_secrets_file,
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )
+        .expect("chmod 600");
         Self {
             _dir: dir,
             cert,
