@@ -6,6 +6,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use eddy_quant::CodeScorer;
+
 use crate::context::Item;
 use crate::scorer::{F32Scorer, Scorer};
 use crate::Vectors;
@@ -56,6 +58,44 @@ pub fn exact_scan(
             out
         }
     }
+}
+
+/// Exact top `k` of the rows `accept` lets through, found at a fraction of
+/// the bytes of [`exact_scan`]: every row's code in `codes` (row `r` of
+/// `codes` is row `r` of `vectors`) is scored, the best `keep` accepted rows
+/// are kept, and those are rescored exactly: `(row, exact score)` best
+/// first. `accept` is asked only about rows that would enter the best
+/// `keep`. Approximate where a true top-`k` row's code falls outside the
+/// best `keep`; falls back to [`exact_scan`] when `codes` do not cover
+/// `vectors` or cannot take the query.
+pub fn quantized_scan<C: CodeScorer>(
+    codes: &C,
+    vectors: &Vectors<'_>,
+    query: &[f32],
+    k: usize,
+    keep: usize,
+    accept: &dyn Fn(u32) -> bool,
+) -> Vec<(u32, f32)> {
+    if k == 0 || vectors.dim == 0 || query.len() != vectors.dim {
+        return Vec::new();
+    }
+    let prepared = match codes.prepare(query) {
+        Ok(p) if codes.len() == vectors.rows() && codes.dim() == vectors.dim => p,
+        _ => return exact_scan(vectors, query, k, ScanRows::All(accept)),
+    };
+    let mut scores = vec![0f32; codes.len()];
+    codes.score_all(&prepared, &mut scores);
+    let mut top = TopK::new(keep.max(k));
+    for (row, &score) in scores.iter().enumerate() {
+        if score > top.threshold() {
+            let row = row as u32;
+            if accept(row) {
+                top.push(row, score);
+            }
+        }
+    }
+    let candidates: Vec<u32> = top.into_sorted().into_iter().map(|(r, _)| r).collect();
+    exact_scan(vectors, query, k, ScanRows::Listed(&candidates))
 }
 
 /// Block scan over every row of `vectors`.
@@ -210,6 +250,45 @@ mod tests {
                 assert!((a.1 - w.1).abs() <= tol, "{metric}: block {a:?} vs {w:?}");
                 assert!((l.1 - w.1).abs() <= tol, "{metric}: listed {l:?} vs {w:?}");
             }
+        }
+    }
+
+    #[test]
+    fn quantized_scan_finds_the_exact_top_k_and_asks_only_candidates() {
+        use eddy_quant::sq8::{Sq8Config, Sq8Quantizer};
+        let dim = 16;
+        let d = data(500, dim);
+        let query: Vec<f32> = (0..dim).map(|i| (i as f32 / 7.0).sin()).collect();
+        for metric in [Metric::Dot, Metric::L2] {
+            let v = Vectors::new(&d, dim, metric);
+            let config = Sq8Config {
+                metric,
+                ..Sq8Config::default()
+            };
+            let codes = Sq8Quantizer::train(&d, dim, &config)
+                .and_then(|q| q.encode_all(&d))
+                .expect("codes");
+            let want = exact_scan(&v, &query, 5, ScanRows::All(&|r| !r.is_multiple_of(3)));
+            let asked = std::cell::Cell::new(0usize);
+            let accept = |r: u32| {
+                asked.set(asked.get() + 1);
+                !r.is_multiple_of(3)
+            };
+            let got = quantized_scan(&codes, &v, &query, 5, 50, &accept);
+            assert_eq!(got, want, "{metric}: all 500 rows kept 50 deep");
+            assert!(
+                asked.get() < 500,
+                "{metric}: accept asked {} times",
+                asked.get()
+            );
+            // Codes that do not cover the rows: the exact scan answers.
+            let short = Sq8Quantizer::train(&d, dim, &config)
+                .and_then(|q| q.encode_all(&d[..dim * 10]))
+                .expect("codes");
+            assert_eq!(
+                quantized_scan(&short, &v, &query, 5, 50, &|r| !r.is_multiple_of(3)),
+                want
+            );
         }
     }
 

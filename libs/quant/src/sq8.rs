@@ -157,6 +157,35 @@ pub struct Sq8Query {
 }
 
 impl Sq8Codes {
+    /// An empty set that rows are appended to one at a time ([`Sq8Codes::push`]),
+    /// for a buffer that grows while it is searched.
+    pub fn empty(quantizer: Sq8Quantizer) -> Self {
+        Self {
+            quantizer,
+            codes: Vec::new(),
+            corrections: Vec::new(),
+        }
+    }
+
+    /// Encodes `v` as the next row (values outside the trained range clamp).
+    ///
+    /// # Errors
+    /// On a wrong length or non-finite values; nothing is appended then.
+    pub fn push(&mut self, v: &[f32]) -> Result<()> {
+        let start = self.codes.len();
+        self.codes.resize(start + self.quantizer.dim, 0);
+        match self.quantizer.encode_into(v, &mut self.codes[start..]) {
+            Ok(correction) => {
+                self.corrections.push(correction);
+                Ok(())
+            }
+            Err(e) => {
+                self.codes.truncate(start);
+                Err(e)
+            }
+        }
+    }
+
     /// The quantizer that produced the codes.
     pub fn quantizer(&self) -> &Sq8Quantizer {
         &self.quantizer
@@ -280,6 +309,24 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn pushed_rows_encode_like_encode_all() {
+        let dim = 8;
+        let data: Vec<f32> = (0..dim * 20)
+            .map(|i| ((i * 13 % 29) as f32 / 14.0) - 1.0)
+            .collect();
+        let q = Sq8Quantizer::train(&data, dim, &Sq8Config::default()).expect("train");
+        let all = q.encode_all(&data).expect("encode");
+        let mut grown = Sq8Codes::empty(q);
+        for v in data.chunks_exact(dim) {
+            grown.push(v).expect("push");
+        }
+        assert!(grown.push(&data[..dim - 1]).is_err(), "wrong length");
+        assert!(grown.push(&[f32::NAN; 8]).is_err(), "non-finite");
+        assert_eq!(grown.codes(), all.codes());
+        assert_eq!(grown.corrections(), all.corrections());
     }
 
     #[test]
