@@ -11,9 +11,10 @@ use std::path::Path;
 
 use eddy_hnsw::{exact_scan, quantized_scan, ScanRows, Vectors};
 use eddy_model::{FieldType, IdType, Metric, PointId};
-use eddy_quant::sq8::{Sq8Codes, Sq8Config, Sq8Quantizer};
+use eddy_quant::sq8::Sq8Codes;
 use eddy_quant::CodeScorer as _;
 
+use crate::scan_codes::scan_quantizer;
 use crate::search::{neighbors, Neighbor};
 use crate::{Result, SegmentWriter};
 
@@ -232,13 +233,7 @@ impl Growing {
         let codes = match self.codes.take() {
             Some(codes) => Some(codes),
             None if self.ids.len() >= from => {
-                let config = Sq8Config {
-                    metric: self.metric,
-                    ..Sq8Config::default()
-                };
-                Sq8Quantizer::train(&self.vectors, dim, &config)
-                    .ok()
-                    .map(Sq8Codes::empty)
+                scan_quantizer(&self.vectors, dim, self.metric).map(Sq8Codes::empty)
             }
             None => return,
         };

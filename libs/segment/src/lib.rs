@@ -17,6 +17,7 @@ mod ids;
 mod index_file;
 mod reader;
 mod resident;
+mod scan_codes;
 mod sealed;
 mod search;
 mod writer;
@@ -31,6 +32,7 @@ pub use index_file::{
 };
 pub use reader::Segment;
 pub use resident::HugePageBytes;
+pub use scan_codes::{scan_quantizer, scan_rescore_depth, train_scan_codes, SCAN_CODES_FROM_ROWS};
 pub use sealed::{
     build_index, check_index, filter_rows, search_sealed, IndexParams, Quantization, SealedQuery,
     DEFAULT_EF, MIN_GRAPH_ROWS,

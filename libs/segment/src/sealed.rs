@@ -7,11 +7,13 @@ use std::path::Path;
 
 use eddy_filter::{Filter, IndexError, Plan, Planner, RoaringBitmap};
 use eddy_hnsw::{
-    exact_scan, GraphView, HnswParams, Query, ScanRows, SearchContext, Sq8View, Vectors,
+    exact_scan, quantized_scan, GraphView, HnswParams, Query, ScanRows, SearchContext, Sq8View,
+    Vectors,
 };
-use eddy_quant::sq8::{Sq8Config, Sq8Quantizer};
+use eddy_quant::sq8::{Sq8Codes, Sq8Config, Sq8Quantizer};
 
 use crate::index_file::{IndexFile, IndexSection, IndexWriter};
+use crate::scan_codes::scan_rescore_depth;
 use crate::search::{neighbors, Neighbor};
 use crate::{Error, Result, Segment};
 
@@ -249,10 +251,14 @@ pub fn filter_rows(seg: &Segment, filter: &Filter) -> RoaringBitmap {
 
 /// The `k` closest rows of `seg` to `query` that `accept` (deletes, rows
 /// shadowed by fresher events) and the query's filter let through, closest
-/// first, scores "higher is closer".
+/// first, scores "higher is closer". `index` is the segment's index file
+/// (graph, codes) once built; until then `scan_codes`
+/// ([`crate::train_scan_codes`] of its vectors), if given, let an unfiltered
+/// non-exact search scan codes instead of every f32 row.
 pub fn search_sealed(
     seg: &Segment,
     index: Option<&IndexFile>,
+    scan_codes: Option<&Sq8Codes>,
     query: &[f32],
     q: &SealedQuery<'_>,
     accept: &dyn Fn(u32) -> bool,
@@ -275,7 +281,15 @@ pub fn search_sealed(
         }
     }
     let Some(graph) = graph else {
-        return neighbors(exact_scan(&vectors, query, q.k, ScanRows::All(accept)));
+        // No graph: scan every row, by its codes where the segment has scan
+        // codes and the query lets codes rank rows.
+        let codes = scan_codes.filter(|_| !q.exact && q.quantization != Quantization::None);
+        return neighbors(match codes {
+            Some(codes) => {
+                quantized_scan(codes, &vectors, query, q.k, scan_rescore_depth(q.k), accept)
+            }
+            None => exact_scan(&vectors, query, q.k, ScanRows::All(accept)),
+        });
     };
     let combined = |row: u32| allowed.as_ref().is_none_or(|a| a.contains(row)) && accept(row);
     let codes = match q.quantization {

@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, HashSet};
 use eddy_filter::Filter;
 use eddy_model::{FieldType, IdType, Metric, PointId};
 use eddy_segment::{
-    build_index, check_index, search_sealed, Growing, IndexFile, IndexParams, Quantization,
-    Residency, SealedQuery, Segment,
+    build_index, check_index, search_sealed, train_scan_codes, Growing, IndexFile, IndexParams,
+    Quantization, Residency, SealedQuery, Segment,
 };
 use rand::{Rng, SeedableRng};
 
@@ -76,11 +76,11 @@ fn recall(
     let exact_q = SealedQuery { exact: true, ..*q };
     let (mut hit, mut total) = (0usize, 0usize);
     for query in queries() {
-        let truth: HashSet<u32> = search_sealed(seg, Some(index), &query, &exact_q, accept)
+        let truth: HashSet<u32> = search_sealed(seg, Some(index), None, &query, &exact_q, accept)
             .iter()
             .map(|n| n.row)
             .collect();
-        let got = search_sealed(seg, Some(index), &query, q, accept);
+        let got = search_sealed(seg, Some(index), None, &query, q, accept);
         assert!(got.windows(2).all(|w| w[0].score >= w[1].score), "sorted");
         assert!(got.iter().all(|n| accept(n.row)), "accept is honoured");
         hit += got.iter().filter(|n| truth.contains(&n.row)).count();
@@ -108,6 +108,82 @@ fn graph_walks_match_exact_search() {
 
 /// Files read into huge-page memory answer exactly as their maps do, and
 /// their sections keep the alignment the graph and vector views need.
+/// A segment without its index file, searched with scan codes: the code
+/// scan finds the exact top 10 (scores exact, deletes honoured), and an
+/// `exact` or unquantized search still scans f32.
+#[test]
+fn scan_codes_answer_an_unindexed_segment_like_the_exact_scan() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (seg, _) = fixture(dir.path());
+    let codes = train_scan_codes(seg.vectors(), seg.dim(), seg.metric()).expect("codes");
+    let not_deleted = |row: u32| row % 7 != 3;
+    let exact_q = SealedQuery {
+        k: 10,
+        exact: true,
+        ..SealedQuery::default()
+    };
+    let (mut same, mut total) = (0usize, 0usize);
+    for query in queries() {
+        let truth = search_sealed(&seg, None, None, &query, &exact_q, &not_deleted);
+        for quantization in [Quantization::Auto, Quantization::Sq8] {
+            let q = SealedQuery {
+                k: 10,
+                quantization,
+                ..SealedQuery::default()
+            };
+            let got = search_sealed(&seg, None, Some(&codes), &query, &q, &not_deleted);
+            assert!(got.windows(2).all(|w| w[0].score >= w[1].score), "sorted");
+            assert!(got.iter().all(|n| not_deleted(n.row)), "accept is honoured");
+            for n in &got {
+                let exact = truth.iter().find(|t| t.row == n.row);
+                if let Some(t) = exact {
+                    assert_eq!(t.score, n.score, "scores are exact");
+                }
+            }
+            same += got
+                .iter()
+                .filter(|n| truth.iter().any(|t| t.row == n.row))
+                .count();
+            total += truth.len();
+        }
+        for q in [
+            exact_q,
+            SealedQuery {
+                k: 10,
+                quantization: Quantization::None,
+                ..SealedQuery::default()
+            },
+        ] {
+            let got = search_sealed(&seg, None, Some(&codes), &query, &q, &not_deleted);
+            assert_eq!(got, truth, "f32 scan when codes may not rank rows");
+        }
+    }
+    assert_eq!(same, total, "the code scan found every exact top-10 row");
+
+    // The codes really rank the rows: codes of the rows in reverse order
+    // (the same count, so they are taken) lead the scan astray.
+    let reversed: Vec<f32> = seg
+        .vectors()
+        .chunks_exact(seg.dim())
+        .rev()
+        .flatten()
+        .copied()
+        .collect();
+    let wrong = train_scan_codes(&reversed, seg.dim(), seg.metric()).expect("codes");
+    let q = SealedQuery {
+        k: 10,
+        ..SealedQuery::default()
+    };
+    let astray = queries().iter().any(|query| {
+        search_sealed(&seg, None, Some(&wrong), query, &q, &not_deleted)
+            != search_sealed(&seg, None, None, query, &exact_q, &not_deleted)
+    });
+    assert!(
+        astray,
+        "a search that ignored the codes would not notice them"
+    );
+}
+
 #[test]
 fn resident_copies_answer_like_the_maps() {
     let dir = tempfile::tempdir().expect("tmp");
@@ -135,8 +211,8 @@ fn resident_copies_answer_like_the_maps() {
             ..SealedQuery::default()
         };
         for query in queries() {
-            let mapped = search_sealed(&seg, Some(&index), &query, &q, &all);
-            let resident = search_sealed(&seg_r, Some(&index_r), &query, &q, &all);
+            let mapped = search_sealed(&seg, Some(&index), None, &query, &q, &all);
+            let resident = search_sealed(&seg_r, Some(&index_r), None, &query, &q, &all);
             assert_eq!(mapped, resident, "{quantization:?}");
         }
     }
@@ -168,7 +244,7 @@ fn deletes_and_filters_restrict_results_without_losing_recall() {
     };
     assert_eq!(recall(&seg, &index, &q_red, &not_deleted), 1.0);
     for query in queries().iter().take(5) {
-        for n in search_sealed(&seg, Some(&index), query, &q_red, &not_deleted) {
+        for n in search_sealed(&seg, Some(&index), None, query, &q_red, &not_deleted) {
             assert_eq!(n.row % 50, 0, "only red rows");
         }
     }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use eddy_model::CollectionDef;
-use eddy_segment::Growing;
+use eddy_segment::{Growing, SCAN_CODES_FROM_ROWS};
 use parking_lot::RwLock;
 use tokio::time::Instant;
 
@@ -116,17 +116,11 @@ pub struct Collection {
     stop: AtomicBool,
 }
 
-/// From how many rows on the tail keeps SQ8 codes and answers searches by a
-/// code scan with exact rescoring (3.3-3.5x faster than the f32 scan at
-/// 20k rows of 384-d, same top 10: `cargo run --release -p eddy-segment
-/// --example tail_scan`); below it the f32 scan is as cheap.
-const TAIL_CODES_FROM_ROWS: usize = 1_024;
-
 impl Collection {
     /// A collection with nothing loaded yet.
     pub fn new(def: CollectionDef) -> Self {
         let tail = Growing::new(def.dimension as usize, def.metric, def.id_type)
-            .with_quantized_scan(TAIL_CODES_FROM_ROWS);
+            .with_quantized_scan(SCAN_CODES_FROM_ROWS);
         Self {
             name: def.name.clone(),
             def: RwLock::new(Arc::new(def)),

@@ -5,7 +5,7 @@
 use std::ops::Range;
 
 use eddy_model::PointId;
-use eddy_segment::{search_sealed, Neighbor};
+use eddy_segment::{scan_rescore_depth, search_sealed, Neighbor};
 
 use super::{Collection, Served};
 use crate::prepared::{PreparedSearch, QueryBatch};
@@ -75,13 +75,6 @@ impl Collection {
     }
 }
 
-/// How many of the tail's best rows by SQ8 code are rescored exactly for a
-/// top `k`: 4k, at least 40 (on 20k rows of real 384-d embeddings 40 gave
-/// the exact scan's top 10 for all of 1,000 queries, 20 for 99.94 %).
-fn tail_rescored(k: usize) -> usize {
-    k.saturating_mul(4).max(40)
-}
-
 fn search_one(served: &Served, query: &[f32], search: &PreparedSearch) -> Vec<Hit> {
     let k = search.params.k;
     let metric = served.tail.metric();
@@ -94,7 +87,7 @@ fn search_one(served: &Served, query: &[f32], search: &PreparedSearch) -> Vec<Hi
     } else {
         served
             .tail
-            .search_quantized(query, k, tail_rescored(k), &tail_accept)
+            .search_quantized(query, k, scan_rescore_depth(k), &tail_accept)
     };
     for n in tail_hits {
         candidates.push((n, Source::Tail(n.row)));
@@ -110,7 +103,14 @@ fn search_one(served: &Served, query: &[f32], search: &PreparedSearch) -> Vec<Hi
                         .id(row)
                         .is_none_or(|id| served.tail.touched(&id).is_none()))
         };
-        for n in search_sealed(seg, s.index.as_deref(), query, &sealed, &accept) {
+        for n in search_sealed(
+            seg,
+            s.index.as_deref(),
+            s.scan_codes.as_deref(),
+            query,
+            &sealed,
+            &accept,
+        ) {
             candidates.push((n, Source::Segment(i, n.row)));
         }
     }
@@ -143,9 +143,9 @@ fn search_one(served: &Served, query: &[f32], search: &PreparedSearch) -> Vec<Hi
 mod tests {
     use eddy_model::{CollectionDef, Metric};
 
-    use super::super::TAIL_CODES_FROM_ROWS;
     use super::*;
     use crate::request::{SearchRequest, Vectors};
+    use eddy_segment::SCAN_CODES_FROM_ROWS;
 
     const DIM: usize = 24;
 
@@ -171,7 +171,7 @@ mod tests {
             ..CollectionDef::new("t", DIM as u32)
         };
         let c = Collection::new(def.clone());
-        let rows = TAIL_CODES_FROM_ROWS as u64 * 3;
+        let rows = SCAN_CODES_FROM_ROWS as u64 * 3;
         c.apply_tail(|served| {
             for n in 0..rows {
                 let v = QueryBatch::new(&def, Vectors::Flat(vector(n))).expect("valid");

@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use eddy_manifest::{Manifest, SegmentEntry, Store};
 use eddy_model::{CollectionDef, FieldType, PointId};
-use eddy_segment::{IndexFile, Residency, Segment};
+use eddy_quant::sq8::Sq8Codes;
+use eddy_segment::{train_scan_codes, IndexFile, Residency, Segment};
 use roaring::RoaringBitmap;
 
 /// A sealed segment as served: the map and its delete bitmap.
@@ -23,6 +24,10 @@ pub struct LoadedSegment {
     pub deleted: Arc<RoaringBitmap>,
     /// The mapped index file (graph, codes), once ingest has built it.
     pub index: Option<Arc<IndexFile>>,
+    /// Until the index file comes: SQ8 codes of the segment's rows, trained
+    /// and held in memory at load (from [`eddy_segment::SCAN_CODES_FROM_ROWS`] rows), so a
+    /// search scans them instead of every f32 row.
+    pub scan_codes: Option<Arc<Sq8Codes>>,
     /// The payload fields its payload index covers, with their types (a
     /// filter on any other field reads the segment's payloads).
     pub indexed_fields: Arc<BTreeMap<String, FieldType>>,
@@ -160,6 +165,18 @@ impl Snapshot {
                 }
                 (_, None) => None,
             };
+            let scan_codes = match (&index, old) {
+                (Some(_), _) => None,
+                (
+                    None,
+                    Some(LoadedSegment {
+                        scan_codes: Some(codes),
+                        ..
+                    }),
+                ) => Some(codes.clone()),
+                (None, _) => train_scan_codes(segment.vectors(), segment.dim(), segment.metric())
+                    .map(Arc::new),
+            };
             let indexed_fields = match old {
                 Some(s) => s.indexed_fields.clone(),
                 None => Arc::new(indexed_fields(&segment)),
@@ -169,6 +186,7 @@ impl Snapshot {
                 segment,
                 deleted,
                 index,
+                scan_codes,
                 indexed_fields,
             });
         }
@@ -185,13 +203,17 @@ impl Snapshot {
         }
     }
 
-    /// Bytes of the segment and index files this snapshot holds.
+    /// Bytes of the segment and index files this snapshot holds, plus the
+    /// scan codes of segments still without an index.
     pub fn file_bytes(&self) -> u64 {
         self.segments
             .iter()
             .map(|s| {
                 let index = s.index.as_ref().map_or(0, |i| i.file_len());
-                (s.segment.file_len() + index) as u64
+                let codes = s.scan_codes.as_ref().map_or(0, |c| {
+                    c.codes().len() + std::mem::size_of_val(c.corrections())
+                });
+                (s.segment.file_len() + index + codes) as u64
             })
             .sum()
     }
@@ -230,5 +252,80 @@ fn load_index(
             tracing::error!(collection, index = name, error = %e, "segment index unusable; searching the segment exactly");
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use eddy_segment::{build_index, Growing, IndexParams, SCAN_CODES_FROM_ROWS};
+
+    use super::*;
+
+    const DIM: usize = 8;
+
+    fn vector(n: u64) -> Vec<f32> {
+        (0..DIM as u64)
+            .map(|d| ((n * 31 + d * 17) % 101) as f32 / 50.0 - 1.0)
+            .collect()
+    }
+
+    fn codes_of(s: &Snapshot) -> Option<&Arc<Sq8Codes>> {
+        s.segments[0].scan_codes.as_ref()
+    }
+
+    /// A segment whose index file is still being built is served with scan
+    /// codes trained at load, kept while the manifest names no index and
+    /// dropped once it does (the index file's codes take over).
+    #[test]
+    fn a_segment_awaiting_its_index_is_served_with_scan_codes_until_it_comes() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(dir.path()).expect("store");
+        let def = CollectionDef::new("c", DIM as u32);
+        store.create_collection(&def).expect("create");
+        let rows = SCAN_CODES_FROM_ROWS.max(eddy_segment::MIN_GRAPH_ROWS) as u64;
+        let mut g = Growing::new(DIM, def.metric, def.id_type);
+        for n in 0..rows {
+            g.upsert(PointId::Num(n), &vector(n), b"{}", 0, n as i64);
+        }
+        let (id, path) = store.new_segment("c");
+        let bytes = g.write_segment(&path, &BTreeMap::new()).expect("segment");
+        let mut manifest = Manifest::empty("c");
+        manifest.version = 1;
+        manifest.segments.push(SegmentEntry {
+            id: id.clone(),
+            rows,
+            bytes,
+            deletes: None,
+            deleted: 0,
+            offset_ranges: BTreeMap::new(),
+            index: None,
+        });
+        let load = |m: &Manifest, previous: &Snapshot| {
+            Snapshot::load(&store, &def, m, previous, Residency::Mapped)
+        };
+        let v1 = load(&manifest, &Snapshot::default());
+        assert!(v1.quarantined.is_empty(), "{:?}", v1.quarantined);
+        let codes = codes_of(&v1).expect("scan codes for an unindexed segment");
+        assert_eq!(codes.codes().len(), rows as usize * DIM);
+        assert!(v1.file_bytes() >= bytes + codes.codes().len() as u64);
+
+        manifest.version = 2;
+        let v2 = load(&manifest, &v1);
+        let kept = codes_of(&v2).expect("still unindexed");
+        assert!(Arc::ptr_eq(codes, kept), "reloads reuse the codes");
+
+        let name = store.new_index_name(&id);
+        build_index(
+            &v2.segments[0].segment,
+            &IndexParams::default(),
+            &store.index_path("c", &name),
+        )
+        .expect("index")
+        .expect("big enough for a graph");
+        manifest.version = 3;
+        manifest.segments[0].index = Some(name);
+        let v3 = load(&manifest, &v2);
+        assert!(v3.segments[0].index.is_some());
+        assert!(codes_of(&v3).is_none(), "the index file's codes take over");
     }
 }

@@ -356,6 +356,7 @@ mod tests {
                 segment,
                 deleted: Arc::new(deleted),
                 index: None,
+                scan_codes: None,
                 indexed_fields: Arc::new(BTreeMap::new()),
             });
         }
