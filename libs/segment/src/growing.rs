@@ -98,6 +98,8 @@ pub struct Growing {
     touched: HashMap<PointId, Touch>,
     /// From how many rows on the buffer keeps SQ8 codes (None: never).
     quantize_from: Option<usize>,
+    /// Ids touched since the owner last took them (None: not kept).
+    journal: Option<Vec<PointId>>,
     /// SQ8 codes of every row once kept, for [`Growing::search_quantized`].
     codes: Option<Sq8Codes>,
 }
@@ -120,6 +122,7 @@ impl Growing {
             current: HashMap::new(),
             touched: HashMap::new(),
             quantize_from: None,
+            journal: None,
             codes: None,
         }
     }
@@ -133,6 +136,26 @@ impl Growing {
         self.quantize_from = Some(min_rows.max(1));
         self.encode_new_rows();
         self
+    }
+
+    /// Keeps a journal of the ids each upsert and delete touches, which
+    /// [`Growing::take_touched_since`] hands over: for an owner that keeps
+    /// its own view of what the buffer shadows (the query tail marks the
+    /// sealed rows it supersedes) and catches up per batch instead of
+    /// walking every touch.
+    pub fn with_touch_journal(mut self) -> Self {
+        self.journal = Some(Vec::new());
+        self
+    }
+
+    /// The ids touched since the last call, in order (empty without
+    /// [`Growing::with_touch_journal`]). A prune empties the journal: the
+    /// owner rebuilds its view from [`Growing::touches`] after one.
+    pub fn take_touched_since(&mut self) -> Vec<PointId> {
+        self.journal
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// Whether the buffer keeps SQ8 codes (searches scan them).
@@ -208,6 +231,9 @@ impl Growing {
         self.live.push(true);
         self.live_rows += 1;
         self.current.insert(id.clone(), row);
+        if let Some(journal) = &mut self.journal {
+            journal.push(id.clone());
+        }
         self.touched.insert(
             id.clone(),
             Touch {
@@ -259,6 +285,9 @@ impl Growing {
     /// Deletes the point `id` with a tombstone from `origin`.
     pub fn delete_from(&mut self, id: PointId, origin: Origin) {
         self.kill_current(&id);
+        if let Some(journal) = &mut self.journal {
+            journal.push(id.clone());
+        }
         self.touched.insert(
             id,
             Touch {
@@ -354,6 +383,7 @@ impl Growing {
                 next.touched.insert(id.clone(), *t);
             }
         }
+        next.journal = self.journal.as_ref().map(|_| Vec::new());
         *self = next;
     }
 }
@@ -442,6 +472,28 @@ mod tests {
             .collect();
         let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
         v.into_iter().map(|x| x / norm).collect()
+    }
+
+    #[test]
+    fn the_touch_journal_hands_over_each_touch_once() {
+        let mut plain = Growing::new(2, Metric::Dot, IdType::U64);
+        plain.upsert(id(1), &[1.0, 0.0], b"{}", 0, 1);
+        assert!(
+            plain.take_touched_since().is_empty(),
+            "kept only when asked"
+        );
+
+        let mut g = Growing::new(2, Metric::Dot, IdType::U64).with_touch_journal();
+        g.upsert(id(1), &[1.0, 0.0], b"{}", 0, 1);
+        g.delete(id(7), 0, 2);
+        g.upsert(id(1), &[0.0, 1.0], b"{}", 0, 3);
+        assert_eq!(g.take_touched_since(), vec![id(1), id(7), id(1)]);
+        assert!(g.take_touched_since().is_empty());
+        g.upsert(id(2), &[1.0, 1.0], b"{}", 0, 4);
+        g.prune_below(&BTreeMap::from([(0, 3)]));
+        assert!(g.take_touched_since().is_empty(), "a prune empties it");
+        g.delete(id(3), 0, 5);
+        assert_eq!(g.take_touched_since(), vec![id(3)], "and keeps journaling");
     }
 
     #[test]

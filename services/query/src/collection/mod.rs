@@ -4,6 +4,7 @@
 //! events, and searches read, each through a method here.
 
 mod search;
+mod shadow;
 mod snapshot;
 mod view;
 
@@ -17,6 +18,7 @@ use parking_lot::RwLock;
 use tokio::time::Instant;
 
 pub use search::PointRecord;
+pub use shadow::Shadows;
 pub use snapshot::{LoadedSegment, Quarantined, Snapshot};
 pub use view::{LiveView, PagePoint, ScrollPage, ViewPoint};
 
@@ -34,9 +36,20 @@ pub struct Served {
     /// gap): queries there see the sealed segments only, and the
     /// `eddy_query_partition_stale` metric says so.
     pub stale: BTreeMap<u32, eddy_kafka::StopReason>,
+    /// The snapshot's rows the tail shadows, kept by [`Served::sync_shadows`]
+    /// and [`Collection::install`].
+    pub shadows: Shadows,
 }
 
 impl Served {
+    /// Marks the sealed rows of the ids the tail touched since the last
+    /// call as shadowed.
+    pub fn sync_shadows(&mut self) {
+        for id in self.tail.take_touched_since() {
+            self.shadows.mark(&self.snapshot, &id);
+        }
+    }
+
     /// Per partition, the first offset a query does not reflect yet.
     pub fn visible_offsets(&self) -> BTreeMap<u32, i64> {
         let mut out = self.snapshot.cutoffs.clone();
@@ -120,7 +133,8 @@ impl Collection {
     /// A collection with nothing loaded yet.
     pub fn new(def: CollectionDef) -> Self {
         let tail = Growing::new(def.dimension as usize, def.metric, def.id_type)
-            .with_quantized_scan(SCAN_CODES_FROM_ROWS);
+            .with_quantized_scan(SCAN_CODES_FROM_ROWS)
+            .with_touch_journal();
         Self {
             name: def.name.clone(),
             def: RwLock::new(Arc::new(def)),
@@ -129,6 +143,7 @@ impl Collection {
                 tail,
                 applied: BTreeMap::new(),
                 stale: BTreeMap::new(),
+                shadows: Shadows::default(),
             }),
             changed: tokio::sync::Notify::new(),
             snapshot_ready: AtomicBool::new(false),
@@ -160,6 +175,7 @@ impl Collection {
             tail: served.tail.clone(),
             applied: served.applied.clone(),
             stale: served.stale.clone(),
+            shadows: served.shadows.clone(),
         };
         frozen.snapshot_ready.store(true, Ordering::Release);
         frozen.tail_ready.store(true, Ordering::Release);
@@ -211,6 +227,8 @@ impl Collection {
             return;
         }
         served.tail.prune_below(&snapshot.cutoffs);
+        served.tail.take_touched_since();
+        served.shadows = Shadows::of(&snapshot, &served.tail);
         served.snapshot = Arc::new(snapshot);
         drop(served);
         self.snapshot_ready.store(true, Ordering::Release);
@@ -220,7 +238,10 @@ impl Collection {
     /// Applies tail events under the write lock, then wakes requests
     /// waiting for offsets.
     pub fn apply_tail<R>(&self, apply: impl FnOnce(&mut Served) -> R) -> R {
-        let out = apply(&mut self.served.write());
+        let mut served = self.served.write();
+        let out = apply(&mut served);
+        served.sync_shadows();
+        drop(served);
         self.changed.notify_waiters();
         out
     }

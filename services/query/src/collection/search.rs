@@ -93,16 +93,9 @@ fn search_one(served: &Served, query: &[f32], search: &PreparedSearch) -> Vec<Hi
         candidates.push((n, Source::Tail(n.row)));
     }
     let sealed = search.sealed();
-    let tail_empty = served.tail.is_empty();
     for (i, s) in served.snapshot.segments.iter().enumerate() {
         let seg = &s.segment;
-        let accept = |row: u32| {
-            !s.deleted.contains(row)
-                && (tail_empty
-                    || seg
-                        .id(row)
-                        .is_none_or(|id| served.tail.touched(&id).is_none()))
-        };
+        let accept = |row: u32| !s.deleted.contains(row) && !served.shadows.contains(i, row);
         for n in search_sealed(
             seg,
             s.index.as_deref(),

@@ -309,12 +309,9 @@ mod tests {
         assert_eq!(c.count_matching(Some(&even)).0, 3);
     }
 
-    /// Pages through segments and tail together: a segment row that is
-    /// deleted, or shadowed by a fresher tail event, is skipped, and the
-    /// pages cover every live id once, in order.
-    #[test]
-    fn scroll_pages_merge_segments_and_tail() {
-        let dir = tempfile::tempdir().expect("tmp");
+    /// Two sealed segments (even and odd ids below 20, id 2 deleted) and a
+    /// tail holding a fresher 7 (at 70), a new 25 and a tombstone for 9.
+    fn sealed_and_tail(dir: &std::path::Path) -> Collection {
         let c = collection();
         let mut segments = Vec::new();
         for (n, ids) in [(0u64..20).step_by(2), (1u64..20).step_by(2)]
@@ -334,7 +331,7 @@ mod tests {
                 .expect("row");
                 rows += 1;
             }
-            let path = dir.path().join(format!("{n}.seg"));
+            let path = dir.join(format!("{n}.seg"));
             w.finish(&path).expect("segment");
             let segment = Arc::new(eddy_segment::Segment::open(&path).expect("open"));
             // Row 1 of the first segment (id 2) is deleted.
@@ -376,6 +373,16 @@ mod tests {
                 .upsert(PointId::Num(25), &[25.0, 0.0], b"{}", 0, 21);
             served.tail.delete(PointId::Num(9), 0, 22);
         });
+        c
+    }
+
+    /// Pages through segments and tail together: a segment row that is
+    /// deleted, or shadowed by a fresher tail event, is skipped, and the
+    /// pages cover every live id once, in order.
+    #[test]
+    fn scroll_pages_merge_segments_and_tail() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let c = sealed_and_tail(dir.path());
         let mut seen = Vec::new();
         let mut after = None;
         loop {
@@ -394,5 +401,44 @@ mod tests {
             .collect();
         assert_eq!(seen, want);
         assert_eq!(c.count_matching(None).0, want.len() as u64);
+    }
+
+    /// Searches skip the sealed rows the tail shadows, whether the tail
+    /// touched them after the snapshot was installed (the journal) or
+    /// before a newer snapshot came (the rebuild at install).
+    #[test]
+    fn searches_skip_sealed_rows_the_tail_shadows() {
+        use crate::prepared::{PreparedSearch, QueryBatch};
+        use crate::request::{SearchRequest, Vectors};
+
+        let dir = tempfile::tempdir().expect("tmp");
+        let c = sealed_and_tail(dir.path());
+        let def = c.def();
+        let nearest = |c: &Collection, at: f32| -> Vec<PointId> {
+            let queries = QueryBatch::new(&def, Vectors::Flat(vec![at, 1.0])).expect("valid");
+            let mut request = SearchRequest::default();
+            request.params.k = 3;
+            let search = PreparedSearch::new(&def, request).expect("valid");
+            let mut ids: Vec<PointId> = c.search(&queries, 0..1, &search).hits[0]
+                .iter()
+                .map(|h| h.id.clone())
+                .collect();
+            ids.sort();
+            ids
+        };
+        // Around 7.9: sealed 7 is shadowed by the tail's 7 (at 70), 9 is
+        // deleted; without them 7 and 9 would be second and third.
+        let want = [6, 8, 10].map(PointId::Num).to_vec();
+        assert_eq!(nearest(&c, 7.9), want);
+        let mut again = Snapshot::clone(&c.snapshot());
+        again.version += 1;
+        c.install(again);
+        assert_eq!(nearest(&c, 7.9), want, "rebuilt at install");
+        c.apply_tail(|served| served.tail.delete(PointId::Num(6), 0, 23));
+        assert_eq!(
+            nearest(&c, 7.9),
+            [5, 8, 10].map(PointId::Num).to_vec(),
+            "a later tombstone shadows at once"
+        );
     }
 }
