@@ -411,7 +411,18 @@ mod tests {
         let tansu = Tansu::start().expect("tansu");
         // The broker does not auto-create topics: a letter for a topic that
         // was never created (creation failed, or was not allowed) waits.
-        let dlq = dead_letters(&tansu, "missing.dlq", &[("message.timeout.ms", "2000")]);
+        // The producer gives the topic up as missing after 1 s here (30 s
+        // by default): from then on it learns of the topic only from a
+        // metadata refresh, which must come soon, not in librdkafka's
+        // default 5 minutes.
+        let dlq = dead_letters(
+            &tansu,
+            "missing.dlq",
+            &[
+                ("message.timeout.ms", "2000"),
+                ("topic.metadata.propagation.max.ms", "1000"),
+            ],
+        );
         dlq.send(
             Some(b"k"),
             Some(b"bad"),
@@ -435,8 +446,8 @@ mod tests {
         );
 
         tansu.create_topic("missing.dlq", 1).expect("topic");
-        // The producer learns of the new topic at its next metadata refresh,
-        // which a busy broker can delay.
+        // The producer learns of the new topic at its next metadata refresh
+        // (every 5 s for dead letters), which a busy broker can delay.
         let deadline = Instant::now() + Duration::from_secs(120);
         while dlq.poll() || dlq.pending() > 0 {
             assert!(Instant::now() < deadline, "never unblocked");

@@ -76,6 +76,12 @@ const DEAD_LETTER_DELIVERY: [(&str, &str); 3] = [
 /// broker; a letter over either limit is sent as a reference instead.
 pub const DEAD_LETTER_MAX_BYTES: usize = eddy_event::MAX_EVENT_BYTES + (1 << 20);
 
+/// How often the dead-letter producer refreshes its metadata (librdkafka's
+/// default is 5 minutes): once it has given a missing dead-letter topic up,
+/// only a refresh tells it the topic now exists, and consumption stays
+/// paused until then.
+const DEAD_LETTER_METADATA_REFRESH_MS: &str = "5000";
+
 /// How long the dead-letter producer keeps retrying one letter before it
 /// reports it failed (the worker then re-queues it and stays paused).
 const DEAD_LETTER_TIMEOUT_MS: &str = "30000";
@@ -173,6 +179,10 @@ impl KafkaSettings {
         let defaults = [
             ("message.max.bytes", max_bytes.as_str()),
             ("message.timeout.ms", DEAD_LETTER_TIMEOUT_MS),
+            (
+                "topic.metadata.refresh.interval.ms",
+                DEAD_LETTER_METADATA_REFRESH_MS,
+            ),
         ];
         self.client_config(&defaults, &DEAD_LETTER_DELIVERY)
     }
@@ -274,6 +284,11 @@ mod tests {
         assert_eq!(producer.get("acks"), Some("all"));
         assert_eq!(producer.get("enable.idempotence"), Some("true"));
         assert_eq!(producer.get("client.id"), Some("mine"));
+        assert_eq!(
+            producer.get("topic.metadata.refresh.interval.ms"),
+            Some(DEAD_LETTER_METADATA_REFRESH_MS),
+            "a dead-letter topic created late is found within seconds"
+        );
     }
 
     #[test]
