@@ -1,5 +1,5 @@
-//! The manifest watcher of a collection: polls the store off the runtime,
-//! loads a newer version's files and installs the snapshot.
+//! The manifest watcher of a collection: polls the store, loads a newer
+//! version's files and installs the snapshot, all off the runtime.
 
 use std::sync::Arc;
 
@@ -56,7 +56,14 @@ pub(crate) async fn watch_manifests(engine: Arc<Engine>, collection: Arc<Collect
                 if snapshot.version > 0 {
                     info!(collection = %name, version = snapshot.version, segments = snapshot.segments.len(), "snapshot installed");
                 }
-                collection.install(snapshot);
+                // Installing prunes the tail and rebuilds which sealed rows
+                // it shadows (work in the tail's size), under the write lock:
+                // off the runtime too.
+                let target = collection.clone();
+                if let Err(e) = tokio::task::spawn_blocking(move || target.install(snapshot)).await
+                {
+                    error!(collection = %name, error = %e, "installing a snapshot panicked");
+                }
             }
             Ok(Ok(None)) => {}
             Ok(Err(e)) => {

@@ -135,10 +135,10 @@ fn search_one(served: &Served, query: &[f32], search: &PreparedSearch) -> Vec<Hi
 #[cfg(test)]
 mod tests {
     use eddy_model::{CollectionDef, Metric};
+    use eddy_segment::SCAN_CODES_FROM_ROWS;
 
     use super::*;
     use crate::request::{SearchRequest, Vectors};
-    use eddy_segment::SCAN_CODES_FROM_ROWS;
 
     const DIM: usize = 24;
 
