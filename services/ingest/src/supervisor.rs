@@ -2,7 +2,7 @@
 //! ones (they resume from the manifest), handing altered definitions to
 //! running ones, and stopping those whose collection was dropped.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,6 +33,10 @@ pub(crate) async fn supervise(
     let mut workers: HashMap<String, Running> = HashMap::new();
     // Workers of dropped collections, told to stop, not yet finished.
     let mut stopping: Vec<(String, Running, Instant)> = Vec::new();
+    // Dropped collections whose files are not collected yet: their series
+    // are forgotten on every pass, since a maintenance pass that listed one
+    // before its drop may still write a gauge of it after its worker ended.
+    let mut dropped: HashSet<String> = HashSet::new();
     let poll = Duration::from_millis(config.common.collection_poll_ms.max(50));
     while !stop.load(Ordering::Relaxed) {
         let defs = match store.collections() {
@@ -52,7 +56,17 @@ pub(crate) async fn supervise(
             .filter(|name| !defs.iter().any(|d| d.name == **name))
             .cloned()
             .collect();
+        dropped.retain(|name| {
+            let still = store.is_dropped(name) && !workers.contains_key(name);
+            if still {
+                metrics.forget_collection(name);
+            }
+            still
+        });
         for name in gone {
+            if store.is_dropped(&name) {
+                dropped.insert(name.clone());
+            }
             if let Some(running) = workers.remove(&name) {
                 running.stop.store(true, Ordering::Relaxed);
                 // Its gauges go at once (the collection is gone), and again
