@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need when missing (Tansu, pyarrow,
-# numpy, duckdb, schemathesis, build packages with OpenSSL for Kafka's TLS and
+# numpy, duckdb, schemathesis, moto's S3 server for the object-store tests,
+# build packages with OpenSSL for Kafka's TLS and
 # SCRAM, socat as the test broker's TLS front), checks formatting and lints,
 # then runs every test,
 # the ingest crash-point tests (failpoints build), and the SIMD kernels again
@@ -26,9 +27,9 @@ fi
 
 PYTHON=${PYTHON:-python3}
 export PYTHON
-if ! "$PYTHON" -c 'import pyarrow, numpy, duckdb, schemathesis' >/dev/null 2>&1; then
-  log "installing pyarrow, numpy, duckdb and schemathesis (pip)"
-  "$PYTHON" -m pip install --quiet pyarrow numpy duckdb schemathesis
+if ! "$PYTHON" -c 'import pyarrow, numpy, duckdb, schemathesis, moto.moto_server.werkzeug_app' >/dev/null 2>&1; then
+  log "installing pyarrow, numpy, duckdb, schemathesis and moto's S3 server (pip)"
+  "$PYTHON" -m pip install --quiet pyarrow numpy duckdb schemathesis 'moto[server]==5.2.5'
 fi
 
 log "promtool check rules (alert rules of the shipped dashboards)"

@@ -35,5 +35,6 @@ pub mod process;
 pub mod produce;
 pub mod progress;
 pub mod publish;
+pub mod s3_server;
 pub mod secured_broker;
 pub mod stats;

@@ -12,14 +12,11 @@
 //! maintenance.
 
 use std::collections::BTreeMap;
-use std::fs;
-use std::io;
-use std::path::PathBuf;
 
 use eddy_model::{CollectionDef, FieldType};
 
 use crate::envelope::COLLECTION_FORMAT;
-use crate::store::{create_dirs, create_exclusive};
+use crate::store::collection_key;
 use crate::{Error, Result, Store};
 
 /// Directory of a collection's definition generations above 0.
@@ -42,49 +39,31 @@ pub struct Altered {
 }
 
 impl Store {
-    fn definitions_dir(&self, collection: &str) -> PathBuf {
-        self.dir(collection).join(DEFINITIONS)
-    }
-
     /// The newest definition generation of `collection` above 0, if any.
     fn latest_generation(&self, collection: &str) -> Result<Option<u64>> {
-        let dir = self.definitions_dir(collection);
-        let entries = match fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => {
-                return Err(Error::Io {
-                    path: dir,
-                    source: e,
-                })
-            }
-        };
-        let mut newest = None;
-        for entry in entries {
-            let entry = entry.map_err(Error::io(&dir))?;
-            let generation = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.strip_suffix(".json"))
-                .and_then(|n| n.parse::<u64>().ok());
-            newest = newest.max(generation);
-        }
-        Ok(newest)
+        Ok(self
+            .backend
+            .list(&collection_key(collection, DEFINITIONS))?
+            .iter()
+            .filter_map(|f| f.name.strip_suffix(".json")?.parse::<u64>().ok())
+            .max())
     }
 
     /// The definition in force for `collection` and its generation: the
     /// newest of `definitions/`, else `collection.json` (generation 0).
     /// `None` if the collection does not exist.
     pub(crate) fn definition(&self, collection: &str) -> Result<Option<(u64, CollectionDef)>> {
-        let (generation, path) = match self.latest_generation(collection)? {
-            Some(g) => (g, self.definitions_dir(collection).join(generation_file(g))),
-            None => (0, self.dir(collection).join("collection.json")),
+        let (generation, key) = match self.latest_generation(collection)? {
+            Some(g) => (
+                g,
+                collection_key(collection, &format!("{DEFINITIONS}/{}", generation_file(g))),
+            ),
+            None => (0, collection_key(collection, "collection.json")),
         };
-        let bytes = match fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::Io { path, source: e }),
+        let Some(bytes) = self.backend.read(&key)? else {
+            return Ok(None);
         };
+        let path = self.backend.describe(&key);
         let def: CollectionDef = COLLECTION_FORMAT.decode(&path, &bytes)?;
         if def.name != collection {
             return Err(Error::Corrupt {
@@ -117,11 +96,12 @@ impl Store {
                     changed: false,
                 });
             }
-            let dir = self.definitions_dir(collection);
-            create_dirs(&dir)?;
-            let path = dir.join(generation_file(generation + 1));
-            let bytes = COLLECTION_FORMAT.encode(&path, &altered)?;
-            if create_exclusive(&path, &bytes)? {
+            let key = collection_key(
+                collection,
+                &format!("{DEFINITIONS}/{}", generation_file(generation + 1)),
+            );
+            let bytes = COLLECTION_FORMAT.encode(&self.backend.describe(&key), &altered)?;
+            if self.backend.create(&key, &bytes)? {
                 tracing::info!(collection, generation = generation + 1, fields = ?fields.keys().collect::<Vec<_>>(), "collection altered: payload fields added");
                 return Ok(Altered {
                     def: altered,

@@ -9,16 +9,13 @@
 //! [`Store::collect_dropped`] removes the directory once the drop is older
 //! than the grace period and no lease (a pinned snapshot) still holds it.
 
-use std::fs;
-use std::io;
-use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use eddy_format::Versions;
 use serde::{Deserialize, Serialize};
 
 use crate::lease::millis;
-use crate::store::create_exclusive;
+use crate::store::collection_key;
 use crate::{Error, JsonFormat, Result, Store};
 
 /// The drop marker (`dropped.json`).
@@ -41,51 +38,49 @@ pub struct DropRecord {
 }
 
 impl Store {
-    /// Whether `collection` has a drop marker.
+    /// Whether `collection` has a drop marker (an unreadable store counts as
+    /// not dropped; the reader then meets the error on its next call).
     pub fn is_dropped(&self, collection: &str) -> bool {
-        self.dir(collection).join(DROPPED_FILE).exists()
+        match self
+            .backend
+            .exists(&collection_key(collection, DROPPED_FILE))
+        {
+            Ok(dropped) => dropped,
+            Err(e) => {
+                tracing::warn!(collection, error = %e, "checking for a drop marker");
+                false
+            }
+        }
     }
 
     /// Drops `collection` (see the module), recording `by`: `Ok(true)` when
     /// this call dropped it, `Ok(false)` when it was dropped already,
     /// [`Error::UnknownCollection`] when there is no such collection.
     pub fn drop_collection(&self, collection: &str, by: &str) -> Result<bool> {
-        let dir = self.dir(collection);
-        if !dir.join("collection.json").exists() {
+        if eddy_model::validate_name(collection).is_err()
+            || !self
+                .backend
+                .exists(&collection_key(collection, "collection.json"))?
+        {
             return Err(Error::UnknownCollection(collection.to_owned()));
         }
-        let path = dir.join(DROPPED_FILE);
+        let key = collection_key(collection, DROPPED_FILE);
         let record = DropRecord {
             dropped_ms: millis(SystemTime::now()),
             by: by.to_owned(),
         };
-        let bytes = DROPPED_FORMAT.encode(&path, &record)?;
-        create_exclusive(&path, &bytes)
+        let bytes = DROPPED_FORMAT.encode(&self.backend.describe(&key), &record)?;
+        self.backend.create(&key, &bytes)
     }
 
     /// Removes the files of collections dropped more than `grace` ago that
     /// no unexpired lease holds, each on its own: one whose marker cannot be
     /// read is kept (and reported), the others collected.
     pub fn collect_dropped(&self, grace: Duration) -> Result<DroppedCollected> {
-        let root = self.root().join("collections");
-        let entries = match fs::read_dir(&root) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(DroppedCollected::default()),
-            Err(e) => {
-                return Err(Error::Io {
-                    path: root,
-                    source: e,
-                })
-            }
-        };
         let now = SystemTime::now();
         let mut out = DroppedCollected::default();
-        for entry in entries {
-            let entry = entry.map_err(Error::io(&root))?;
-            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-                continue;
-            };
-            match self.collect_one_dropped(&name, &entry.path(), grace, now) {
+        for name in self.backend.list_dirs("collections")? {
+            match self.collect_one_dropped(&name, grace, now) {
                 Ok(true) => out.removed.push(name),
                 Ok(false) => {}
                 Err(e) => out.refused.push((name, e.to_string())),
@@ -94,37 +89,28 @@ impl Store {
         Ok(out)
     }
 
-    /// Removes the directory `dir` of collection `name` if it is dropped,
-    /// the drop older than `grace` and no lease holds it; whether it did.
-    fn collect_one_dropped(
-        &self,
-        name: &str,
-        dir: &Path,
-        grace: Duration,
-        now: SystemTime,
-    ) -> Result<bool> {
-        let marker = dir.join(DROPPED_FILE);
-        let bytes = match fs::read(&marker) {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => {
-                return Err(Error::Io {
-                    path: marker,
-                    source: e,
-                })
-            }
+    /// Removes the files of collection `name` if it is dropped, the drop
+    /// older than `grace` and no lease holds it; whether it did.
+    fn collect_one_dropped(&self, name: &str, grace: Duration, now: SystemTime) -> Result<bool> {
+        let marker = collection_key(name, DROPPED_FILE);
+        let Some(bytes) = self.backend.read(&marker)? else {
+            return Ok(false);
         };
-        let record: DropRecord = DROPPED_FORMAT.decode(&marker, &bytes)?;
+        let record: DropRecord = DROPPED_FORMAT.decode(&self.backend.describe(&marker), &bytes)?;
         if millis(now).saturating_sub(record.dropped_ms) < grace.as_millis() as u64 {
             return Ok(false);
         }
         if self.leases(name)?.iter().any(|l| l.holds_at(now)) {
             return Ok(false);
         }
-        fs::remove_dir_all(dir).map_err(|source| Error::Io {
-            path: dir.to_owned(),
-            source,
-        })?;
+        // The marker goes last, so a collection half removed stays dropped.
+        for sub in ["manifests", "segments", "deletes", "definitions", "leases"] {
+            self.backend.remove_all(&collection_key(name, sub))?;
+        }
+        self.backend
+            .remove(&collection_key(name, "collection.json"))?;
+        self.backend.remove_all(&format!("collections/{name}"))?;
+        self.forget_local(name);
         Ok(true)
     }
 }
@@ -142,6 +128,8 @@ pub struct DroppedCollected {
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use eddy_model::CollectionDef;
 
     use super::*;

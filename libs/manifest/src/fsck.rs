@@ -13,7 +13,7 @@ use eddy_segment::{IndexFile, Segment};
 use roaring::RoaringBitmap;
 use serde::Serialize;
 
-use crate::{Manifest, Result, SegmentEntry, Store};
+use crate::{Error, Manifest, Result, SegmentEntry, Store};
 
 /// A live row of the newest manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -154,7 +154,7 @@ fn check_segment(
     rows: &mut LiveRows,
 ) -> Result<()> {
     let collection = &manifest.collection;
-    let seg = Segment::open(&store.segment_path(collection, &entry.id))?;
+    let seg = Segment::open(&store.fetch_segment(collection, &entry.id)?)?;
     if seg.rows() as u64 != entry.rows {
         report.damaged_files.push(format!(
             "{}: {} rows, the manifest says {}",
@@ -164,8 +164,11 @@ fn check_segment(
         ));
     }
     if let Some(name) = &entry.index {
-        let checked = IndexFile::open(&store.index_path(collection, name), seg.rows(), seg.dim())
-            .and_then(|index| eddy_segment::check_index(&seg, &index));
+        let checked = store.fetch_file(collection, name).and_then(|path| {
+            IndexFile::open(&path, seg.rows(), seg.dim())
+                .and_then(|index| eddy_segment::check_index(&seg, &index))
+                .map_err(Error::from)
+        });
         if let Err(e) = checked {
             report.damaged_files.push(format!("{name}: {e}"));
         }

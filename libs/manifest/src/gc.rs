@@ -17,12 +17,9 @@
 //! publishing ([`Store::update`]).
 
 use std::collections::HashSet;
-use std::fs;
-use std::io;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::{Error, LeaseRecord, Result, Store, LEASE_FORMAT};
+use crate::{LeaseRecord, Result, Store, LEASE_FORMAT};
 
 /// What a collection keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,68 +65,42 @@ impl GcReport {
 
 /// A file in one of the collection's directories.
 struct Entry {
-    path: PathBuf,
+    key: String,
     name: String,
     bytes: u64,
     modified: SystemTime,
 }
 
-fn list(dir: &Path) -> Result<Vec<Entry>> {
-    let iter = match fs::read_dir(dir) {
-        Ok(it) => it,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => {
-            return Err(Error::Io {
-                path: dir.to_owned(),
-                source: e,
+impl Store {
+    /// The files under the directory key `dir`.
+    fn gc_list(&self, dir: &str) -> Result<Vec<Entry>> {
+        Ok(self
+            .backend
+            .list(dir)?
+            .into_iter()
+            .map(|f| Entry {
+                key: format!("{dir}/{}", f.name),
+                name: f.name,
+                bytes: f.bytes,
+                modified: f.modified,
             })
-        }
-    };
-    let mut out = Vec::new();
-    for entry in iter {
-        let entry = entry.map_err(Error::io(dir))?;
-        let path = entry.path();
-        let meta = match entry.metadata() {
-            Ok(m) => m,
-            // Removed meanwhile (another collector): nothing to do.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::Io { path, source: e }),
-        };
-        if !meta.is_file() {
-            continue;
-        }
-        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-            continue;
-        };
-        out.push(Entry {
-            path,
-            name,
-            bytes: meta.len(),
-            modified: meta.modified().map_err(Error::io(dir))?,
-        });
+            .collect())
     }
-    Ok(out)
+
+    /// Removes `entry`, counting its bytes; a file already gone is not an error.
+    fn gc_remove(&self, entry: &Entry, report: &mut GcReport) -> Result<bool> {
+        let removed = self.backend.remove(&entry.key)?;
+        if removed {
+            report.bytes += entry.bytes;
+        }
+        Ok(removed)
+    }
 }
 
 fn older_than(entry: &Entry, now: SystemTime, grace: Duration) -> bool {
     // A clock step backwards makes files look young: they are kept.
     now.duration_since(entry.modified)
         .is_ok_and(|age| age >= grace)
-}
-
-/// Removes `path`, counting its bytes; a file already gone is not an error.
-fn remove(entry: &Entry, report: &mut GcReport) -> Result<bool> {
-    match fs::remove_file(&entry.path) {
-        Ok(()) => {
-            report.bytes += entry.bytes;
-            Ok(true)
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(Error::Io {
-            path: entry.path.clone(),
-            source: e,
-        }),
-    }
 }
 
 impl Store {
@@ -146,11 +117,11 @@ impl Store {
         policy: &GcPolicy,
         now: SystemTime,
     ) -> Result<GcReport> {
-        let dir = self.root().join("collections").join(collection);
+        let dir = format!("collections/{collection}");
         let mut report = GcReport::default();
         let mut manifests: Vec<(u64, Entry)> = Vec::new();
         let mut tmp_files = Vec::new();
-        for entry in list(&dir.join("manifests"))? {
+        for entry in self.gc_list(&format!("{dir}/manifests"))? {
             match entry
                 .name
                 .strip_suffix(".json")
@@ -182,8 +153,8 @@ impl Store {
                 referenced.extend(seg.deletes);
             }
         }
-        let segment_files = list(&dir.join("segments"))?;
-        let delete_files = list(&dir.join("deletes"))?;
+        let segment_files = self.gc_list(&format!("{dir}/segments"))?;
+        let delete_files = self.gc_list(&format!("{dir}/deletes"))?;
         fail::fail_point!("gc::before_delete");
         // Read after listing: a lease taken since covers only files written
         // after it, which the listing does not hold.
@@ -199,7 +170,7 @@ impl Store {
             )
             .min();
         for (_, (_, entry)) in &expired {
-            if remove(entry, &mut report)? {
+            if self.gc_remove(entry, &mut report)? {
                 report.manifests += 1;
             }
         }
@@ -212,12 +183,12 @@ impl Store {
             .iter()
             .filter(|e| older_than(e, now, policy.grace))
         {
-            if remove(entry, &mut report)? {
+            if self.gc_remove(entry, &mut report)? {
                 report.other += 1;
             }
         }
         for entry in segment_files.iter().filter(|e| stale(e)) {
-            if remove(entry, &mut report)? {
+            if self.gc_remove(entry, &mut report)? {
                 if entry.name.ends_with(".seg") {
                     report.segments += 1;
                 } else if entry.name.ends_with(".idx") {
@@ -228,7 +199,7 @@ impl Store {
             }
         }
         for entry in delete_files.iter().filter(|e| stale(e)) {
-            if remove(entry, &mut report)? {
+            if self.gc_remove(entry, &mut report)? {
                 if entry.name.ends_with(".del") {
                     report.deletes += 1;
                 } else {
@@ -252,19 +223,23 @@ impl Store {
         if leases.iter().all(|l| l.holds_at(now - grace)) {
             return;
         }
-        let dir = self
-            .root()
-            .join("collections")
-            .join(collection)
-            .join("leases");
-        let Ok(entries) = list(&dir) else { return };
+        let Ok(entries) = self.gc_list(&format!("collections/{collection}/leases")) else {
+            return;
+        };
         for entry in entries {
-            let expired = fs::read(&entry.path)
+            let expired = self
+                .backend
+                .read(&entry.key)
                 .ok()
-                .and_then(|b| LEASE_FORMAT.decode::<LeaseRecord>(&entry.path, &b).ok())
+                .flatten()
+                .and_then(|b| {
+                    LEASE_FORMAT
+                        .decode::<LeaseRecord>(&self.backend.describe(&entry.key), &b)
+                        .ok()
+                })
                 .is_some_and(|l| !l.holds_at(now - grace));
             if expired {
-                fs::remove_file(&entry.path).ok();
+                self.backend.remove(&entry.key).ok();
             }
         }
     }
@@ -279,12 +254,13 @@ fn lease_start(since_ms: u64) -> SystemTime {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
-    use std::fs::File;
+    use std::fs::{self, File};
+    use std::path::Path;
 
     use eddy_model::CollectionDef;
 
     use super::*;
-    use crate::{Manifest, SegmentEntry};
+    use crate::{Error, Manifest, SegmentEntry};
 
     fn entry(id: &str, index: Option<&str>, deletes: Option<&str>) -> SegmentEntry {
         SegmentEntry {

@@ -13,16 +13,16 @@
 //! a version naming a file that is gone, so the writer fails cleanly and
 //! writes again instead of publishing a manifest that names a deleted file.
 
-use std::fs;
 use std::io;
-use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use eddy_format::Versions;
 use serde::{Deserialize, Serialize};
 use tracing::warn;
 
-use crate::store::{create_dirs, create_exclusive, replace_file, unique_suffix};
+use crate::backend::Backend;
+use crate::store::{collection_key, unique_suffix};
 use crate::{Error, JsonFormat, Result, Store};
 
 /// Lease records (`leases/<name>.json`).
@@ -58,7 +58,8 @@ impl LeaseRecord {
 /// dropped.
 #[derive(Debug)]
 pub struct Lease {
-    path: PathBuf,
+    backend: Arc<dyn Backend>,
+    key: String,
     record: LeaseRecord,
 }
 
@@ -69,10 +70,6 @@ pub(crate) fn millis(t: SystemTime) -> u64 {
 }
 
 impl Store {
-    fn leases_dir(&self, collection: &str) -> PathBuf {
-        self.dir(collection).join("leases")
-    }
-
     /// Takes a lease on `collection` for `ttl`: until it expires, garbage
     /// collection removes no file written after now, and keeps manifest
     /// version `pin` (if given) with its files.
@@ -83,8 +80,6 @@ impl Store {
         ttl: Duration,
         pin: Option<u64>,
     ) -> Result<Lease> {
-        let dir = self.leases_dir(collection);
-        create_dirs(&dir)?;
         let now = SystemTime::now();
         let record = LeaseRecord {
             holder: holder.to_owned(),
@@ -92,15 +87,19 @@ impl Store {
             expires_ms: millis(now + ttl),
             manifest: pin,
         };
-        let path = dir.join(format!("{}.json", unique_suffix()));
-        let bytes = LEASE_FORMAT.encode(&path, &record)?;
-        if !create_exclusive(&path, &bytes)? {
+        let key = collection_key(collection, &format!("leases/{}.json", unique_suffix()));
+        let bytes = LEASE_FORMAT.encode(&self.backend.describe(&key), &record)?;
+        if !self.backend.create(&key, &bytes)? {
             return Err(Error::Io {
-                path,
+                path: self.backend.describe(&key),
                 source: io::Error::from(io::ErrorKind::AlreadyExists),
             });
         }
-        Ok(Lease { path, record })
+        Ok(Lease {
+            backend: self.backend.clone(),
+            key,
+            record,
+        })
     }
 
     /// Every lease record of `collection` (expired ones included).
@@ -109,30 +108,16 @@ impl Store {
     /// A lease file that cannot be read: a collector must then remove
     /// nothing, since the lease could protect any file.
     pub fn leases(&self, collection: &str) -> Result<Vec<LeaseRecord>> {
-        let dir = self.leases_dir(collection);
-        let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => {
-                return Err(Error::Io {
-                    path: dir,
-                    source: e,
-                })
-            }
-        };
         let mut out = Vec::new();
-        for entry in entries {
-            let path = entry.map_err(Error::io(&dir))?.path();
-            if path.extension().is_none_or(|e| e != "json") {
+        for file in self.backend.list(&collection_key(collection, "leases"))? {
+            if !file.name.ends_with(".json") {
                 continue;
             }
-            let bytes = match fs::read(&path) {
-                Ok(b) => b,
-                // Released meanwhile.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(Error::Io { path, source: e }),
-            };
-            out.push(LEASE_FORMAT.decode(&path, &bytes)?);
+            let key = collection_key(collection, &format!("leases/{}", file.name));
+            // None: released meanwhile.
+            if let Some(bytes) = self.backend.read(&key)? {
+                out.push(LEASE_FORMAT.decode(&self.backend.describe(&key), &bytes)?);
+            }
         }
         Ok(out)
     }
@@ -154,8 +139,8 @@ impl Lease {
     pub fn renew(&mut self, ttl: Duration) -> Result<()> {
         let mut record = self.record.clone();
         record.expires_ms = millis(SystemTime::now() + ttl);
-        let bytes = LEASE_FORMAT.encode(&self.path, &record)?;
-        replace_file(&self.path, &bytes)?;
+        let bytes = LEASE_FORMAT.encode(&self.backend.describe(&self.key), &record)?;
+        self.backend.replace(&self.key, &bytes)?;
         self.record = record;
         Ok(())
     }
@@ -172,10 +157,8 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        match fs::remove_file(&self.path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => warn!(path = %self.path.display(), error = %e, "releasing a lease"),
+        if let Err(e) = self.backend.remove(&self.key) {
+            warn!(lease = %self.key, error = %e, "releasing a lease");
         }
     }
 }

@@ -1,11 +1,13 @@
 //! The segment store and its manifests.
 //!
-//! A collection lives in one directory of the store: its definition
+//! The store is a local directory or an S3-compatible object store
+//! ([`StoreLocation`]). A collection lives in one directory of the store: its definition
 //! (`collection.json`, and `definitions/` once altered), its segment files, delete files (roaring bitmaps of
 //! deleted rows, one current file per segment), and numbered manifest
 //! versions. A manifest names the live segments and, per partition, the first
 //! offset not yet sealed and the partition's owner epoch. New versions are
-//! published with compare-and-swap (a hard link that refuses to replace), so
+//! published with compare-and-swap (a hard link that refuses to replace, or
+//! an `If-None-Match: *` create on an object store), so
 //! two writers can never both create version N+1 (DESIGN.md, "Segments and
 //! manifests").
 //!
@@ -16,6 +18,7 @@
 //! with an error naming the file.
 
 mod alter;
+mod backend;
 mod deletes;
 mod drop;
 mod envelope;
@@ -28,6 +31,7 @@ mod store;
 mod update;
 
 pub use alter::Altered;
+pub use backend::StoreLocation;
 pub use deletes::{DELETES_FORMAT_VERSION, DELETES_MAGIC};
 pub use drop::{DropRecord, DroppedCollected, DROPPED_FORMAT};
 pub use envelope::{JsonFormat, COLLECTION_FORMAT, MANIFEST_FORMAT};

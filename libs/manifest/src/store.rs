@@ -1,16 +1,25 @@
-//! The local-directory segment store with compare-and-swap manifests.
+//! The segment store with compare-and-swap manifests, over a local
+//! directory or an S3-compatible object store (see [`crate::backend`]).
 //!
-//! Layout: `<root>/collections/<name>/{collection.json, manifests/<version>.json,
-//! segments/<id>.seg, deletes/<id>.<version>.del}`.
+//! Layout (keys under the store's root): `collections/<name>/{collection.json,
+//! manifests/<version>.json, segments/<id>.seg, segments/<id>-<n>.idx,
+//! deletes/<id>.<n>.del, leases/, definitions/}`. Segment and index files are
+//! also local files under [`Store::root`]: the store itself for a local
+//! directory, the node's cache of an object store (where writers stage them
+//! before upload and readers fetch them to map).
 
-use std::fs::{self, File};
-use std::io::{self, Write};
+use std::collections::HashSet;
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use eddy_model::CollectionDef;
 use roaring::RoaringBitmap;
 
+use crate::backend::local::create_dirs;
+use crate::backend::{Backend, LocalDir, ObjectStore, StoreLocation};
 use crate::envelope::{COLLECTION_FORMAT, MANIFEST_FORMAT};
 use crate::{deletes, Error, Manifest, Result};
 
@@ -23,10 +32,16 @@ pub enum CreateOutcome {
     Exists,
 }
 
-/// A segment store rooted at a local directory.
+/// A segment store: where its files live, and the local directory its
+/// segment files are mapped from.
 #[derive(Debug, Clone)]
 pub struct Store {
     root: PathBuf,
+    location: StoreLocation,
+    pub(crate) backend: Arc<dyn Backend>,
+    /// Keys of local files this process has uploaded (an update retried
+    /// after a conflict does not send them again).
+    uploaded: Arc<Mutex<HashSet<String>>>,
 }
 
 static UNIQUE: AtomicU64 = AtomicU64::new(0);
@@ -43,116 +58,96 @@ pub(crate) fn unique_suffix() -> String {
     )
 }
 
-/// fsyncs a directory, so entries created or renamed in it are durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(Error::io(dir))
-}
-
-/// Creates `dir` and its missing parents, fsyncing the parent of each one
-/// created so the new entries survive a crash.
-pub(crate) fn create_dirs(dir: &Path) -> Result<()> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    if let Some(parent) = dir.parent() {
-        create_dirs(parent)?;
-    }
-    match fs::create_dir(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
-        Err(e) => {
-            return Err(Error::Io {
-                path: dir.to_owned(),
-                source: e,
-            })
-        }
-    }
-    match dir.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => sync_dir(parent),
-        _ => Ok(()),
-    }
-}
-
-/// Writes `bytes` to `path` only if `path` does not exist: the data goes to a
-/// temporary file that is fsynced, then hard-linked to `path` (link never
-/// replaces), then the directory is fsynced. Returns false if `path` existed.
-pub(crate) fn create_exclusive(path: &Path, bytes: &[u8]) -> Result<bool> {
-    let dir = path.parent().ok_or_else(|| Error::Io {
-        path: path.to_owned(),
-        source: io::Error::other("no parent directory"),
-    })?;
-    let tmp = dir.join(format!(".tmp-{}", unique_suffix()));
-    let result = (|| {
-        let mut f = File::create(&tmp).map_err(Error::io(&tmp))?;
-        f.write_all(bytes).map_err(Error::io(&tmp))?;
-        f.sync_all().map_err(Error::io(&tmp))?;
-        match fs::hard_link(&tmp, path) {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
-            Err(e) => Err(Error::Io {
-                path: path.to_owned(),
-                source: e,
-            }),
-        }
-    })();
-    fs::remove_file(&tmp).ok();
-    if let Ok(true) = result {
-        sync_dir(dir)?;
-    }
-    result
-}
-
-/// Writes `bytes` to `path`, replacing it: a temporary file, fsynced, is
-/// renamed over it and the directory is fsynced. For files only their
-/// owner writes (leases), never for manifests.
-pub(crate) fn replace_file(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().ok_or_else(|| Error::Io {
-        path: path.to_owned(),
-        source: io::Error::other("no parent directory"),
-    })?;
-    let tmp = dir.join(format!(".tmp-{}", unique_suffix()));
-    let result = (|| {
-        let mut f = File::create(&tmp).map_err(Error::io(&tmp))?;
-        f.write_all(bytes).map_err(Error::io(&tmp))?;
-        f.sync_all().map_err(Error::io(&tmp))?;
-        fs::rename(&tmp, path).map_err(Error::io(path))
-    })();
-    if result.is_err() {
-        fs::remove_file(&tmp).ok();
-    }
-    result?;
-    sync_dir(dir)
-}
-
 fn manifest_file(version: u64) -> String {
     format!("{version:020}.json")
 }
 
+/// Key of `rest` within collection `collection`'s directory.
+pub(crate) fn collection_key(collection: &str, rest: &str) -> String {
+    format!("collections/{collection}/{rest}")
+}
+
+/// The sub-directory a data file named by a manifest lives in.
+fn data_dir(name: &str) -> &'static str {
+    if name.ends_with(".del") {
+        "deletes"
+    } else {
+        "segments"
+    }
+}
+
 impl Store {
-    /// Opens (creating if needed) the store at `root`, and checks that it
-    /// refuses a second exclusive create, without which manifests are unsafe.
+    /// Opens (creating if needed) the store in the local directory `root`,
+    /// and checks that it refuses a second exclusive create, without which
+    /// manifests are unsafe.
     pub fn open(root: &Path) -> Result<Store> {
-        let collections = root.join("collections");
-        create_dirs(&collections)?;
-        let probe = root.join(format!(".cas-probe-{}", unique_suffix()));
-        let first = create_exclusive(&probe, b"1")?;
-        let second = create_exclusive(&probe, b"2")?;
-        fs::remove_file(&probe).ok();
+        create_dirs(&root.join("collections"))?;
+        let backend = LocalDir::new(root);
+        let probe = format!(".cas-probe-{}", unique_suffix());
+        let first = backend.create(&probe, b"1")?;
+        let second = backend.create(&probe, b"2")?;
+        backend.remove(&probe).ok();
         if !first || second {
             return Err(Error::NoCompareAndSwap(root.to_owned()));
         }
         Ok(Store {
             root: root.to_owned(),
+            location: StoreLocation::Dir(root.to_owned()),
+            backend: Arc::new(backend),
+            uploaded: Arc::default(),
         })
     }
 
-    /// The store's root directory.
+    /// Opens the store at `location`: a local directory (`cache` unused), or
+    /// an S3-compatible bucket whose segment files this node keeps in the
+    /// local directory `cache`. An object store must prove at once that it
+    /// honours exclusive create ([`Error::NoCompareAndSwap`] otherwise).
+    pub fn open_location(location: &StoreLocation, cache: &Path) -> Result<Store> {
+        Store::open_location_with(location, cache, &[])
+    }
+
+    /// [`Store::open_location`] with object-store settings that override the
+    /// environment's, named like its variables (`AWS_ENDPOINT`, …): for
+    /// tests and tools that reach a store the environment does not name.
+    pub fn open_location_with(
+        location: &StoreLocation,
+        cache: &Path,
+        s3_config: &[(&str, String)],
+    ) -> Result<Store> {
+        match location {
+            StoreLocation::Dir(root) => Store::open(root),
+            StoreLocation::S3 { bucket, prefix } => {
+                create_dirs(&cache.join("collections"))?;
+                let backend = ObjectStore::open(bucket, prefix, s3_config)?;
+                tracing::info!(store = %location, cache = %cache.display(), "object store opened: exclusive create proven");
+                Ok(Store {
+                    root: cache.to_owned(),
+                    location: location.clone(),
+                    backend: Arc::new(backend),
+                    uploaded: Arc::default(),
+                })
+            }
+        }
+    }
+
+    /// The local directory segment files are written to and mapped from: the
+    /// store itself, or this node's cache of an object store.
     pub fn root(&self) -> &Path {
         &self.root
     }
 
+    /// Where the store lives.
+    pub fn location(&self) -> &StoreLocation {
+        &self.location
+    }
+
+    /// Whether the store's files live in an object store (segment files
+    /// then move between it and [`Store::root`]).
+    pub fn is_remote(&self) -> bool {
+        self.backend.is_remote()
+    }
+
+    /// The local directory of `collection`'s files.
     pub(crate) fn dir(&self, collection: &str) -> PathBuf {
         self.root.join("collections").join(collection)
     }
@@ -163,13 +158,10 @@ impl Store {
         if self.is_dropped(&def.name) {
             return Err(Error::Dropped(def.name));
         }
-        let dir = self.dir(&def.name);
-        for sub in ["manifests", "segments", "deletes", "leases"] {
-            create_dirs(&dir.join(sub))?;
-        }
-        let path = dir.join("collection.json");
-        let bytes = COLLECTION_FORMAT.encode(&path, &def)?;
-        if create_exclusive(&path, &bytes)? {
+        create_dirs(&self.dir(&def.name).join("segments"))?;
+        let key = collection_key(&def.name, "collection.json");
+        let bytes = COLLECTION_FORMAT.encode(&self.backend.describe(&key), &def)?;
+        if self.backend.create(&key, &bytes)? {
             return Ok(CreateOutcome::Created);
         }
         match self.collection(&def.name)? {
@@ -192,14 +184,10 @@ impl Store {
 
     /// Every collection in the store, by name.
     pub fn collections(&self) -> Result<Vec<CollectionDef>> {
-        let dir = self.root.join("collections");
         let mut out = Vec::new();
-        for entry in fs::read_dir(&dir).map_err(Error::io(&dir))? {
-            let entry = entry.map_err(Error::io(&dir))?;
-            if let Some(name) = entry.file_name().to_str() {
-                if let Some(def) = self.collection(name)? {
-                    out.push(def);
-                }
+        for name in self.backend.list_dirs("collections")? {
+            if let Some(def) = self.collection(&name)? {
+                out.push(def);
             }
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -216,38 +204,24 @@ impl Store {
 
     /// The manifest versions of `collection` in the store, oldest first.
     pub fn manifest_versions(&self, collection: &str) -> Result<Vec<u64>> {
-        let dir = self.dir(collection).join("manifests");
-        let mut versions = Vec::new();
-        let entries = match fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(versions),
-            Err(e) => {
-                return Err(Error::Io {
-                    path: dir,
-                    source: e,
-                })
-            }
-        };
-        for entry in entries {
-            let entry = entry.map_err(Error::io(&dir))?;
-            let name = entry.file_name();
-            let version = name
-                .to_str()
-                .and_then(|n| n.strip_suffix(".json"))
-                .and_then(|n| n.parse::<u64>().ok());
-            versions.extend(version);
-        }
+        let mut versions: Vec<u64> = self
+            .backend
+            .list(&collection_key(collection, "manifests"))?
+            .iter()
+            .filter_map(|f| f.name.strip_suffix(".json")?.parse().ok())
+            .collect();
         versions.sort_unstable();
         Ok(versions)
     }
 
     /// Manifest version `version` of `collection`.
     pub fn manifest(&self, collection: &str, version: u64) -> Result<Manifest> {
-        let path = self
-            .dir(collection)
-            .join("manifests")
-            .join(manifest_file(version));
-        let bytes = fs::read(&path).map_err(Error::io(&path))?;
+        let key = collection_key(collection, &format!("manifests/{}", manifest_file(version)));
+        let path = self.backend.describe(&key);
+        let bytes = self.backend.read(&key)?.ok_or_else(|| Error::Io {
+            path: path.clone(),
+            source: io::Error::from(io::ErrorKind::NotFound),
+        })?;
         MANIFEST_FORMAT.decode(&path, &bytes)
     }
 
@@ -257,12 +231,12 @@ impl Store {
         if self.is_dropped(&manifest.collection) {
             return Err(Error::Dropped(manifest.collection.clone()));
         }
-        let path = self
-            .dir(&manifest.collection)
-            .join("manifests")
-            .join(manifest_file(manifest.version));
-        let bytes = MANIFEST_FORMAT.encode(&path, manifest)?;
-        if create_exclusive(&path, &bytes)? {
+        let key = collection_key(
+            &manifest.collection,
+            &format!("manifests/{}", manifest_file(manifest.version)),
+        );
+        let bytes = MANIFEST_FORMAT.encode(&self.backend.describe(&key), manifest)?;
+        if self.backend.create(&key, &bytes)? {
             Ok(())
         } else {
             Err(Error::Conflict {
@@ -272,28 +246,79 @@ impl Store {
         }
     }
 
-    /// Path of a file a manifest names (see [`Manifest::file_names`]).
-    pub fn file_path(&self, collection: &str, name: &str) -> PathBuf {
-        let sub = if name.ends_with(".del") {
-            "deletes"
-        } else {
-            "segments"
-        };
-        self.dir(collection).join(sub).join(name)
+    /// Key of a file a manifest names (see [`Manifest::file_names`]).
+    pub(crate) fn file_key(collection: &str, name: &str) -> String {
+        collection_key(collection, &format!("{}/{name}", data_dir(name)))
     }
 
-    /// A fresh segment id and the path to write it at.
+    /// Local path of a file a manifest names (see [`Manifest::file_names`]).
+    pub fn file_path(&self, collection: &str, name: &str) -> PathBuf {
+        self.dir(collection).join(data_dir(name)).join(name)
+    }
+
+    /// Makes sure the new file `name` of `collection` is in the store before
+    /// a manifest names it: uploads this node's local copy of a segment or
+    /// index file (once), else checks the store has it.
+    pub(crate) fn ensure_stored(&self, collection: &str, name: &str) -> Result<()> {
+        let key = Store::file_key(collection, name);
+        let local = self.file_path(collection, name);
+        if self.backend.is_remote() && !name.ends_with(".del") {
+            let mut uploaded = self.uploaded.lock().unwrap_or_else(|e| e.into_inner());
+            if uploaded.contains(&key) {
+                return Ok(());
+            }
+            if local.is_file() {
+                let started = std::time::Instant::now();
+                self.backend.upload(&key, &local)?;
+                tracing::debug!(key, ms = started.elapsed().as_millis() as u64, "uploaded");
+                uploaded.insert(key);
+                return Ok(());
+            }
+        }
+        if self.backend.exists(&key)? {
+            Ok(())
+        } else {
+            Err(Error::MissingFile {
+                path: self.backend.describe(&key),
+            })
+        }
+    }
+
+    /// A local path holding file `name` of `collection` (a segment or index
+    /// file a manifest names), fetched from the object store into this
+    /// node's cache if it is not there yet.
+    pub fn fetch_file(&self, collection: &str, name: &str) -> Result<PathBuf> {
+        let path = self.file_path(collection, name);
+        if self.backend.is_remote() && !path.is_file() {
+            let key = Store::file_key(collection, name);
+            let started = std::time::Instant::now();
+            self.backend.fetch(&key, &path)?;
+            tracing::debug!(key, ms = started.elapsed().as_millis() as u64, "fetched");
+        }
+        Ok(path)
+    }
+
+    /// A local path holding segment `id` (see [`Store::fetch_file`]).
+    pub fn fetch_segment(&self, collection: &str, id: &str) -> Result<PathBuf> {
+        self.fetch_file(collection, &format!("{id}.seg"))
+    }
+
+    /// A fresh segment id and the local path to write it at (uploaded when a
+    /// manifest first names it).
     pub fn new_segment(&self, collection: &str) -> (String, PathBuf) {
         let id = unique_suffix();
         let path = self.segment_path(collection, &id);
+        if let Some(dir) = path.parent() {
+            // A failure here surfaces as the writer's own error on the path.
+            create_dirs(dir).ok();
+        }
         (id, path)
     }
 
-    /// Path of segment `id`.
+    /// Local path of segment `id` (written here, or fetched by
+    /// [`Store::fetch_segment`]).
     pub fn segment_path(&self, collection: &str, id: &str) -> PathBuf {
-        self.dir(collection)
-            .join("segments")
-            .join(format!("{id}.seg"))
+        self.file_path(collection, &format!("{id}.seg"))
     }
 
     /// A fresh, unique name for an index file of segment `segment` (unique so
@@ -302,9 +327,9 @@ impl Store {
         format!("{segment}-{}.idx", unique_suffix())
     }
 
-    /// Path of an index file named `name` (see `SegmentEntry::index`).
+    /// Local path of an index file named `name` (see `SegmentEntry::index`).
     pub fn index_path(&self, collection: &str, name: &str) -> PathBuf {
-        self.dir(collection).join("segments").join(name)
+        self.file_path(collection, name)
     }
 
     /// Writes the delete bitmap of segment `segment` as a new file and
@@ -316,9 +341,10 @@ impl Store {
         deleted: &RoaringBitmap,
     ) -> Result<String> {
         let name = format!("{segment}.{}.del", unique_suffix());
-        let path = self.dir(collection).join("deletes").join(&name);
+        let key = Store::file_key(collection, &name);
+        let path = self.backend.describe(&key);
         let bytes = deletes::encode(deleted).map_err(Error::io(&path))?;
-        if !create_exclusive(&path, &bytes)? {
+        if !self.backend.create(&key, &bytes)? {
             return Err(Error::Io {
                 path,
                 source: io::Error::from(io::ErrorKind::AlreadyExists),
@@ -329,9 +355,26 @@ impl Store {
 
     /// Reads a delete file written by [`Store::write_deletes`].
     pub fn read_deletes(&self, collection: &str, name: &str) -> Result<RoaringBitmap> {
-        let path = self.dir(collection).join("deletes").join(name);
-        let bytes = fs::read(&path).map_err(Error::io(&path))?;
+        let key = Store::file_key(collection, name);
+        let path = self.backend.describe(&key);
+        let bytes = self.backend.read(&key)?.ok_or_else(|| Error::Io {
+            path: path.clone(),
+            source: io::Error::from(io::ErrorKind::NotFound),
+        })?;
         deletes::decode(&path, &bytes)
+    }
+
+    /// Removes this node's local copy of `collection`'s files (the cache of
+    /// an object store; a local store's files are removed with its keys).
+    pub(crate) fn forget_local(&self, collection: &str) {
+        if self.backend.is_remote() {
+            let dir = self.dir(collection);
+            if let Err(e) = fs::remove_dir_all(&dir) {
+                if e.kind() != io::ErrorKind::NotFound {
+                    tracing::warn!(dir = %dir.display(), error = %e, "removing a dropped collection's cache");
+                }
+            }
+        }
     }
 }
 

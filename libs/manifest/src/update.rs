@@ -3,9 +3,6 @@
 //! the files it adds exist, and publishes with compare-and-swap, retrying on
 //! conflicts.
 
-use std::fs;
-use std::io;
-
 use crate::{Error, Manifest, Result, Store};
 
 /// What [`Store::update`] did.
@@ -69,18 +66,12 @@ impl Store {
         }
     }
 
-    /// Every file `next` names that `latest` does not must exist.
+    /// Every file `next` names that `latest` does not must be in the store
+    /// (uploaded now if this node wrote it; see [`Store::ensure_stored`]).
     fn check_new_files(&self, latest: &Manifest, next: &Manifest) -> Result<()> {
         let known = latest.file_names();
         for name in next.file_names().difference(&known) {
-            let path = self.file_path(&next.collection, name);
-            match fs::metadata(&path) {
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    return Err(Error::MissingFile { path })
-                }
-                Err(e) => return Err(Error::Io { path, source: e }),
-            }
+            self.ensure_stored(&next.collection, name)?;
         }
         Ok(())
     }
@@ -169,7 +160,7 @@ mod tests {
             .expect_err("missing segment");
         assert!(matches!(err, Error::MissingFile { .. }), "{err}");
         assert_eq!(store.latest_manifest("c").expect("latest").version, 0);
-        fs::write(store.segment_path("c", "here"), b"x").expect("write");
+        std::fs::write(store.segment_path("c", "here"), b"x").expect("write");
         let updated = store
             .update::<Error>("c", |latest| {
                 let mut next = latest.successor();

@@ -103,7 +103,7 @@ impl CollectionFsck {
 
 /// Runs `eddy fsck` as `args` say.
 pub fn run(args: &FsckArgs) -> Result<Outcome> {
-    let store = Store::open(&args.store)?;
+    let store = args.store.open()?;
     let defs = match &args.collection {
         Some(name) => vec![store
             .collection(name)?

@@ -16,8 +16,6 @@ pub mod offsets;
 pub mod report;
 pub mod resume;
 
-use std::path::PathBuf;
-
 pub use error::{Error, Result};
 pub use fsck::{fsck_collection, CollectionFsck};
 
@@ -53,9 +51,9 @@ pub enum PartitionCommand {
 /// Flags of `eddy fsck`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct FsckArgs {
-    /// The segment store directory.
-    #[arg(long, env = "EDDY_STORE")]
-    pub store: PathBuf,
+    /// The segment store.
+    #[command(flatten)]
+    pub store: eddy_config::StoreArgs,
     /// Check only this collection (default: every collection).
     #[arg(long)]
     pub collection: Option<String>,

@@ -1,18 +1,14 @@
 //! `eddy partition resume`: the operator's way out of a stopped partition,
 //! through [`eddy_ingest::resume_partition`] (the same call the tests use).
 
-use std::path::PathBuf;
-
-use eddy_manifest::Store;
-
 use crate::{Outcome, Result};
 
 /// Flags of `eddy partition resume`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ResumeArgs {
-    /// The segment store directory.
-    #[arg(long, env = "EDDY_STORE")]
-    pub store: PathBuf,
+    /// The segment store.
+    #[command(flatten)]
+    pub store: eddy_config::StoreArgs,
     /// The collection.
     #[arg(long)]
     pub collection: String,
@@ -33,7 +29,7 @@ pub struct ResumeArgs {
 
 /// Publishes the resume and says which manifest version records it.
 pub fn run(args: &ResumeArgs) -> Result<Outcome> {
-    let store = Store::open(&args.store)?;
+    let store = args.store.open()?;
     let manifest = eddy_ingest::resume_partition(
         &store,
         &args.collection,

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use eddy_manifest::{Store, StoreLocation};
 use eddy_model::CollectionDef;
 
 use crate::error::{Error, Result};
@@ -14,9 +15,9 @@ pub struct CommonArgs {
     #[arg(long, env = "EDDY_CONFIG")]
     pub config: Option<PathBuf>,
 
-    /// Segment store directory (collections, manifests, segments).
-    #[arg(long, env = "EDDY_STORE", default_value = "./eddy-data")]
-    pub store: PathBuf,
+    /// Where the segment store lives.
+    #[command(flatten)]
+    pub store: StoreArgs,
 
     /// Kafka bootstrap servers.
     #[arg(long, env = "EDDY_BROKERS", default_value = "127.0.0.1:9092")]
@@ -39,6 +40,69 @@ pub struct CommonArgs {
     /// Log format.
     #[arg(long, env = "EDDY_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
+}
+
+/// Where the segment store lives: the flags of every eddy program that
+/// opens it (both services, `eddy fsck`, `eddy resume`).
+#[derive(Clone, Debug, clap::Args)]
+pub struct StoreArgs {
+    /// Segment store: a directory (local or shared), or
+    /// `s3://bucket/prefix` on any S3-compatible store that honours
+    /// conditional writes (`If-None-Match: *`). Credentials, region and
+    /// endpoint come from the standard `AWS_*` environment
+    /// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
+    /// `AWS_ENDPOINT`, `AWS_ALLOW_HTTP`, …).
+    #[arg(long = "store", env = "EDDY_STORE", default_value = "./eddy-data")]
+    pub location: StoreLocation,
+
+    /// For an `s3://` store: the local directory segment files are staged
+    /// in before upload and fetched to for mapping (kept across restarts).
+    #[arg(long, env = "EDDY_STORE_CACHE", default_value = "./eddy-cache")]
+    pub store_cache: PathBuf,
+
+    /// For an `s3://` store: object-store settings that override the
+    /// environment's (`key=value`, keys as `object_store` names them:
+    /// `aws_endpoint`, `aws_region`, `aws_allow_http`,
+    /// `aws_skip_signature`, …; `;`-separated in the environment). Secrets
+    /// (`aws_secret_access_key`, `aws_session_token`) are refused here: they
+    /// belong in the environment.
+    #[arg(long = "store-option", env = "EDDY_STORE_OPTIONS", value_delimiter = ';', value_parser = KeyValueParser)]
+    pub store_options: Vec<(String, String)>,
+
+    /// For an `s3://` store: a file of secret object-store settings
+    /// (`aws_secret_access_key=...` lines; `#` comments), read at start-up,
+    /// for deployments that mount credentials as files rather than set
+    /// `AWS_*` variables. Values are never logged.
+    #[arg(long, env = "EDDY_STORE_SECRETS_FILE")]
+    pub store_secrets_file: Option<PathBuf>,
+}
+
+impl StoreArgs {
+    /// Opens the store (an object store proves it honours conditional
+    /// writes first).
+    pub fn open(&self) -> Result<Store> {
+        if let Some((key, _)) = self.store_options.iter().find(|(k, _)| {
+            let k = k.to_ascii_lowercase();
+            is_secret_property(&k) || k.contains("token") || k.ends_with("_key")
+        }) {
+            return Err(Error::SecretStoreOption { key: key.clone() });
+        }
+        let secrets = match &self.store_secrets_file {
+            Some(path) => read_secrets_file(path)?,
+            None => Vec::new(),
+        };
+        let options: Vec<(&str, String)> = self
+            .store_options
+            .iter()
+            .chain(&secrets)
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect();
+        Ok(Store::open_location_with(
+            &self.location,
+            &self.store_cache,
+            &options,
+        )?)
+    }
 }
 
 /// The Kafka client flags every eddy program that talks to Kafka takes
@@ -166,30 +230,9 @@ impl KafkaArgs {
     /// once, at start-up). Errors name the file and line, never a value; a file
     /// others may read is warned about.
     pub fn load_secrets(&mut self) -> Result<()> {
-        let Some(path) = self.kafka_secrets_file.clone() else {
-            return Ok(());
-        };
-        let refuse = |line: usize, reason: &'static str| Error::SecretsFile {
-            path: path.clone(),
-            line,
-            reason,
-        };
-        let text = std::fs::read_to_string(&path).map_err(|source| Error::ReadFile {
-            path: path.clone(),
-            source,
-        })?;
-        warn_if_shared(&path);
-        for (i, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let (key, value) =
-                parse_key_value(line).map_err(|_| refuse(i + 1, "expected key=value"))?;
-            if key.is_empty() {
-                return Err(refuse(i + 1, "empty key"));
-            }
-            self.kafka_properties.push((key, value.trim().to_owned()));
+        if let Some(path) = &self.kafka_secrets_file {
+            let secrets = read_secrets_file(path)?;
+            self.kafka_properties.extend(secrets);
         }
         Ok(())
     }
@@ -204,6 +247,35 @@ impl KafkaArgs {
     }
 }
 
+/// Reads a secrets file: `key=value` lines, `#` comments. Errors name the
+/// file and line, never a value; a file others may read is warned about.
+fn read_secrets_file(path: &std::path::Path) -> Result<Vec<(String, String)>> {
+    let refuse = |line: usize, reason: &'static str| Error::SecretsFile {
+        path: path.to_owned(),
+        line,
+        reason,
+    };
+    let text = std::fs::read_to_string(path).map_err(|source| Error::ReadFile {
+        path: path.to_owned(),
+        source,
+    })?;
+    warn_if_shared(path);
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (key, value) =
+            parse_key_value(line).map_err(|_| refuse(i + 1, "expected key=value"))?;
+        if key.is_empty() {
+            return Err(refuse(i + 1, "empty key"));
+        }
+        out.push((key, value.trim().to_owned()));
+    }
+    Ok(out)
+}
+
 /// Warns when the secrets file at `path` may be read by other users.
 fn warn_if_shared(path: &std::path::Path) {
     #[cfg(unix)]
@@ -211,7 +283,7 @@ fn warn_if_shared(path: &std::path::Path) {
         use std::os::unix::fs::PermissionsExt as _;
         if let Ok(meta) = std::fs::metadata(path) {
             if meta.permissions().mode() & 0o077 != 0 {
-                tracing::warn!(path = %path.display(), "the Kafka secrets file may be read by other users: chmod 600 it");
+                tracing::warn!(path = %path.display(), "a secrets file may be read by other users: chmod 600 it");
             }
         }
     }
@@ -262,7 +334,11 @@ mod tests {
     #[test]
     fn shared_flags_keep_their_names_and_defaults() {
         let cli = Cli::parse_from(["x"]);
-        assert_eq!(cli.common.store, PathBuf::from("./eddy-data"));
+        assert_eq!(
+            cli.common.store.location,
+            StoreLocation::Dir(PathBuf::from("./eddy-data"))
+        );
+        assert_eq!(cli.common.store.store_cache, PathBuf::from("./eddy-cache"));
         assert_eq!(cli.common.brokers, "127.0.0.1:9092");
         assert_eq!(cli.common.collection_poll_ms, 1_000);
         assert_eq!(cli.common.log_format, "text");

@@ -40,6 +40,15 @@ pub enum Error {
         /// The property's key.
         key: String,
     },
+    /// A secret object-store setting was given as `--store-option`.
+    #[error("store option {key:?} holds a secret: give it in the environment (AWS_*), not as --store-option")]
+    SecretStoreOption {
+        /// The setting's key.
+        key: String,
+    },
+    /// The segment store could not be opened.
+    #[error(transparent)]
+    Store(#[from] eddy_manifest::Error),
     /// The tokio runtime could not be built.
     #[error("building the tokio runtime")]
     Runtime(#[source] std::io::Error),

@@ -18,7 +18,7 @@ mod file;
 pub mod metrics;
 mod process;
 
-pub use args::{is_secret_property, refuse_secret_flags, CommonArgs, KafkaArgs};
+pub use args::{is_secret_property, refuse_secret_flags, CommonArgs, KafkaArgs, StoreArgs};
 pub use error::{Error, Result};
 pub use file::{apply_config_file, env_from_toml};
 pub use process::{init_tracing, runtime, shutdown_signal};

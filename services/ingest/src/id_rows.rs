@@ -63,7 +63,8 @@ impl IdRows {
             let slot = match self.slot_of.get(&entry.id) {
                 Some(&slot) => slot,
                 None => {
-                    let seg = Segment::open(&store.segment_path(&manifest.collection, &entry.id))?;
+                    let seg =
+                        Segment::open(&store.fetch_segment(&manifest.collection, &entry.id)?)?;
                     let rows = (0..seg.rows() as u32).filter_map(|row| {
                         let id = seg.id(row).filter(|_| seg.is_current(row))?;
                         Some((row, id, (seg.partition(row), seg.offset(row))))

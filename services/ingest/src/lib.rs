@@ -34,7 +34,6 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use eddy_manifest::Store;
 use prometheus::Registry;
 use tracing::{error, info};
 
@@ -86,13 +85,13 @@ pub async fn start(mut config: IngestConfig) -> Result<Ingest> {
     config.kafka()?;
     let registry = Registry::new();
     let metrics = IngestMetrics::new(&registry)?;
-    let store = Store::open(&config.common.store)?;
+    let store = config.common.store.open()?;
     for def in &config.common.collections {
         let outcome = store.create_collection(def)?;
         info!(collection = %def.name, ?outcome, "collection declared");
     }
     let (metrics_addr, server) = http::serve(config.metrics_addr, registry).await?;
-    info!(%metrics_addr, store = %config.common.store.display(), brokers = %config.common.brokers, "eddy-ingest started");
+    info!(%metrics_addr, store = %config.common.store.location, brokers = %config.common.brokers, "eddy-ingest started");
     let stop = Arc::new(AtomicBool::new(false));
     maintenance::Maintenance::new(&config, store.clone(), metrics.clone())?.spawn(stop.clone())?;
     let supervisor = tokio::spawn(supervisor::supervise(config, store, metrics, stop.clone()));

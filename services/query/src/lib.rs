@@ -43,7 +43,6 @@ mod watcher;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use eddy_manifest::Store;
 use prometheus::Registry;
 use tracing::info;
 
@@ -111,7 +110,7 @@ pub async fn start(mut config: QueryConfig) -> Result<Query, Error> {
     };
     let registry = Registry::new();
     let metrics = QueryMetrics::new(&registry)?;
-    let store = Store::open(&config.common.store)?;
+    let store = config.common.store.open()?;
     for def in &config.common.collections {
         let outcome = store.create_collection(def)?;
         info!(collection = %def.name, ?outcome, "collection declared");

@@ -70,7 +70,7 @@ impl Maintenance {
         let mut lease = self
             .store
             .take_lease(collection, "index", self.write_lease, None)?;
-        let seg = Segment::open(&self.store.segment_path(collection, segment))?;
+        let seg = Segment::open(&self.store.fetch_segment(collection, segment)?)?;
         let name = self.store.new_index_name(segment);
         let path = self.store.index_path(collection, &name);
         let written = self

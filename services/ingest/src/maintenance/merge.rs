@@ -150,7 +150,7 @@ pub fn write_merged(
             .find(|s| &s.id == id)
             .ok_or_else(|| MaintenanceError::NotListed(id.clone()))?
             .clone();
-        let seg = Segment::open(&store.segment_path(&def.name, id))?;
+        let seg = Segment::open(&store.fetch_segment(&def.name, id)?)?;
         let deleted = match &entry.deletes {
             Some(name) => store.read_deletes(&def.name, name)?,
             None => RoaringBitmap::new(),
@@ -319,7 +319,7 @@ impl Maintenance {
         collection: &str,
         segment: &str,
     ) -> Result<Option<String>, MaintenanceError> {
-        let seg = Segment::open(&self.store.segment_path(collection, segment))?;
+        let seg = Segment::open(&self.store.fetch_segment(collection, segment)?)?;
         let name = self.store.new_index_name(segment);
         let path = self.store.index_path(collection, &name);
         let written = self

@@ -54,8 +54,12 @@ impl Maintenance {
         for entry in &manifest.segments {
             let key = (def.name.clone(), entry.id.clone());
             if !known.0.contains_key(&key) {
-                let path = self.store.segment_path(&def.name, &entry.id);
-                let fields = match Segment::open(&path) {
+                let fields = match self
+                    .store
+                    .fetch_segment(&def.name, &entry.id)
+                    .map_err(|e| e.to_string())
+                    .and_then(|path| Segment::open(&path).map_err(|e| e.to_string()))
+                {
                     Ok(seg) => match seg.payload_index() {
                         Some(Ok(index)) => index.fields().map(|(f, t)| (f.to_owned(), t)).collect(),
                         _ => BTreeMap::new(),

@@ -83,8 +83,10 @@ fn open_checked(
     entry: &SegmentEntry,
     residency: Residency,
 ) -> Result<Segment, String> {
-    let segment = Segment::open_with(&store.segment_path(&def.name, &entry.id), residency)
+    let path = store
+        .fetch_segment(&def.name, &entry.id)
         .map_err(|e| e.to_string())?;
+    let segment = Segment::open_with(&path, residency).map_err(|e| e.to_string())?;
     let mismatch = |what: &str, got: String, want: String| {
         format!("written for {what} {got}, the collection has {want}")
     };
@@ -243,9 +245,14 @@ fn load_index(
     segment: &Segment,
     residency: Residency,
 ) -> Option<Arc<IndexFile>> {
-    let path = store.index_path(collection, name);
-    let loaded = IndexFile::open_with(&path, segment.rows(), segment.dim(), residency)
-        .and_then(|index| eddy_segment::check_index(segment, &index).map(|()| index));
+    let loaded = store
+        .fetch_file(collection, name)
+        .map_err(|e| e.to_string())
+        .and_then(|path| {
+            IndexFile::open_with(&path, segment.rows(), segment.dim(), residency)
+                .and_then(|index| eddy_segment::check_index(segment, &index).map(|()| index))
+                .map_err(|e| e.to_string())
+        });
     match loaded {
         Ok(index) => Some(Arc::new(index)),
         Err(e) => {

@@ -117,6 +117,9 @@ pub struct Cluster {
     pub http: reqwest::Client,
     /// TLS and keys, when the query service runs with them.
     pub secured: Option<Secured>,
+    /// The store flags the services were given (empty: the temporary
+    /// directory below is the store).
+    store_args: Vec<String>,
     /// Removed on drop.
     _store: tempfile::TempDir,
 }
@@ -157,6 +160,19 @@ impl Cluster {
         partitions: u32,
         secured: Option<Secured>,
         query_args: &[&str],
+    ) -> Cluster {
+        Self::start_on(collection, partitions, secured, query_args, &[]).await
+    }
+
+    /// Like [`Cluster::start_with`], the services' store given by
+    /// `store_args` (e.g. `--store s3://…` with its options); by default a
+    /// temporary directory both share.
+    pub async fn start_on(
+        collection: &str,
+        partitions: u32,
+        secured: Option<Secured>,
+        query_args: &[&str],
+        store_args: &[String],
     ) -> Cluster {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
@@ -217,10 +233,20 @@ impl Cluster {
         let store = tempfile::tempdir().expect("tmp store");
         let spec =
             format!("name={collection},dim={DIM},metric=l2,field.kind=keyword,field.i=integer");
+        let dir = store.path().to_str().expect("utf-8 path").to_owned();
+        // A store of their own gives each service its own cache directory:
+        // nothing is shared on disk.
+        let store_flags = |service: &str| -> Vec<String> {
+            if store_args.is_empty() {
+                vec!["--store".to_owned(), dir.clone()]
+            } else {
+                let mut flags = store_args.to_vec();
+                flags.extend(["--store-cache".to_owned(), format!("{dir}/{service}-cache")]);
+                flags
+            }
+        };
         let ingest_args: Vec<String> = [
             "eddy-ingest",
-            "--store",
-            store.path().to_str().expect("utf-8 path"),
             "--brokers",
             &brokers,
             "--collection",
@@ -243,14 +269,13 @@ impl Cluster {
         .iter()
         .map(|a| (*a).to_owned())
         .chain(kafka_args.iter().cloned())
+        .chain(store_flags("ingest"))
         .collect();
         let ingest = eddy_ingest::start(eddy_ingest::IngestConfig::parse_from(ingest_args))
             .await
             .expect("ingest starts");
         let mut args: Vec<String> = [
             "eddy-query",
-            "--store",
-            store.path().to_str().expect("utf-8 path"),
             "--brokers",
             &brokers,
             "--http-addr",
@@ -266,6 +291,7 @@ impl Cluster {
         .chain(query_args)
         .map(|a| (*a).to_owned())
         .chain(kafka_args.iter().cloned())
+        .chain(store_flags("query"))
         .collect();
         if let Some(s) = &secured {
             args.extend([
@@ -306,6 +332,7 @@ impl Cluster {
                 .as_ref()
                 .map_or_else(reqwest::Client::new, |s| s.client_with_key(&s.admin_key)),
             secured,
+            store_args: store_args.to_vec(),
             _store: store,
         };
         cluster.wait_ready().await;
@@ -323,6 +350,29 @@ impl Cluster {
     /// The store both services share.
     pub fn store_path(&self) -> &std::path::Path {
         self._store.path()
+    }
+
+    /// The services' store, opened by the test (its own cache for an object
+    /// store).
+    pub fn open_store(&self) -> eddy_manifest::Store {
+        if self.store_args.is_empty() {
+            return eddy_manifest::Store::open(self._store.path()).expect("store");
+        }
+        let mut args = vec!["eddy-test".to_owned()];
+        args.extend(self.store_args.iter().cloned());
+        args.extend([
+            "--store-cache".to_owned(),
+            self._store.path().join("test-cache").display().to_string(),
+        ]);
+        #[derive(clap::Parser)]
+        struct StoreCli {
+            #[command(flatten)]
+            store: eddy_config::StoreArgs,
+        }
+        <StoreCli as clap::Parser>::parse_from(args)
+            .store
+            .open()
+            .expect("store")
     }
 
     /// The broker's bootstrap address.
@@ -466,8 +516,10 @@ impl Cluster {
                 "eddy_ingest_unindexed_rows",
                 &[("collection", collection)],
             );
-            let store = eddy_manifest::Store::open(self._store.path()).expect("store");
-            let manifest = store.latest_manifest(collection).expect("manifest");
+            let manifest = self
+                .open_store()
+                .latest_manifest(collection)
+                .expect("manifest");
             let indexed = manifest
                 .segments
                 .iter()

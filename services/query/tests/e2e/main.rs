@@ -7,7 +7,8 @@
 //! `dashboards` needs no broker: it checks that the shipped dashboards and
 //! alert rules name only metrics the services register. `tail_stale` runs
 //! its own broker: the tail reports a partition beyond its log as stale.
-//! `secured_cluster` runs its own cluster with TLS and API keys.
+//! `secured_cluster` runs its own cluster with TLS and API keys;
+//! `object_store_cluster` its own on an S3 server, nothing shared on disk.
 
 mod alter;
 mod cluster;
@@ -17,6 +18,7 @@ mod flight_reads;
 mod fuzz;
 mod http_api;
 mod limits;
+mod object_store;
 mod pyarrow_client;
 mod quarantine;
 mod recall;
@@ -144,4 +146,35 @@ async fn secured_cluster() {
     eprintln!("step: limits_hold");
     limits::limits_hold(&cluster, SECURED).await;
     cluster.stop().await;
+}
+
+/// Both services on an S3 server (moto on loopback), each with its own
+/// cache directory: ingest seals, indexes and publishes into the bucket,
+/// eddy-query serves from it, and a node started later catches up from the
+/// bucket alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn object_store_cluster() {
+    const REMOTE: &str = "remote";
+    let server = tokio::task::spawn_blocking(|| eddy_loadtest::s3_server::S3Server::start("eddy"))
+        .await
+        .expect("join")
+        .expect("the S3 server starts (install it with `python3 -m pip install 'moto[server]'`)");
+    let secrets = tempfile::tempdir().expect("tmp");
+    let store_args = object_store::store_args(&server, "e2e", secrets.path());
+    let cluster = Cluster::start_on(REMOTE, 2, None, &[], &store_args).await;
+    let mut points: BTreeMap<u64, Vec<f32>> = BTreeMap::new();
+    for id in 0..200 {
+        let v = vector(id);
+        cluster
+            .upsert(id, &v, json!({"kind": format!("k{}", id % 3), "i": id}))
+            .await;
+        points.insert(id, v);
+    }
+    cluster.wait_count(REMOTE, 200).await;
+    cluster.wait_sealed(REMOTE).await;
+    let indexed = cluster.wait_indexed(REMOTE).await;
+    eprintln!("step: {indexed} segments indexed in the bucket; serves_from_the_bucket_alone");
+    object_store::serves_from_the_bucket_alone(&cluster, REMOTE, &points, &store_args).await;
+    cluster.stop().await;
+    drop(server);
 }

@@ -1,0 +1,80 @@
+//! Upload and fetch rates of segment files through the object-store
+//! backend, against moto's S3 server on loopback (started here), beside the
+//! local write and read of the same bytes.
+//!
+//! `cargo run --release -p eddy-manifest --example s3_transfer -- [MiB] [files]`
+//! (default 64 MiB × 4). moto is a Python emulator serving one request at a
+//! time: the figures bound what the backend does per byte, not what a real
+//! S3 endpoint delivers.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use eddy_loadtest::s3_server::S3Server;
+use eddy_manifest::{Error, SegmentEntry, Store, StoreLocation};
+use eddy_model::CollectionDef;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let mib: usize = args.next().map_or(Ok(64), |a| a.parse())?;
+    let files: usize = args.next().map_or(Ok(4), |a| a.parse())?;
+    let server = S3Server::start("bench")?;
+    let config = server.env();
+    let location = StoreLocation::parse(&server.store_url("transfer"))?;
+    let writer_cache = tempfile::tempdir()?;
+    let reader_cache = tempfile::tempdir()?;
+    let writer = Store::open_location_with(&location, writer_cache.path(), &config)?;
+    let reader = Store::open_location_with(&location, reader_cache.path(), &config)?;
+    writer.create_collection(&CollectionDef::new("c", 4))?;
+    let bytes: Vec<u8> = (0..mib << 20).map(|i| (i * 31 % 251) as u8).collect();
+    let total = (files * (mib << 20)) as f64 / (1 << 20) as f64;
+
+    let started = Instant::now();
+    let mut ids = Vec::new();
+    for _ in 0..files {
+        let (id, path) = writer.new_segment("c");
+        std::fs::write(&path, &bytes)?;
+        ids.push(id);
+    }
+    let local_write = started.elapsed().as_secs_f64();
+
+    let started = Instant::now();
+    let _ = writer.update::<Error>("c", |latest| {
+        let mut next = latest.successor();
+        next.segments.extend(ids.iter().map(|id| SegmentEntry {
+            id: id.clone(),
+            rows: 1,
+            bytes: bytes.len() as u64,
+            deletes: None,
+            deleted: 0,
+            offset_ranges: BTreeMap::new(),
+            index: None,
+        }));
+        Ok(Some(next))
+    })?;
+    let upload = started.elapsed().as_secs_f64();
+
+    let started = Instant::now();
+    for id in &ids {
+        reader.fetch_segment("c", id)?;
+    }
+    let fetch = started.elapsed().as_secs_f64();
+
+    let started = Instant::now();
+    let mut read = 0usize;
+    for id in &ids {
+        read += std::fs::read(reader.segment_path("c", id))?.len();
+    }
+    let local_read = started.elapsed().as_secs_f64();
+    assert_eq!(read, files * bytes.len());
+
+    println!("{files} files x {mib} MiB = {total:.0} MiB");
+    println!("local write     {:8.1} MiB/s", total / local_write);
+    println!("upload (CRC+put){:8.1} MiB/s", total / upload);
+    println!("fetch (get+CRC) {:8.1} MiB/s", total / fetch);
+    println!(
+        "local read      {:8.1} MiB/s (page cache)",
+        total / local_read
+    );
+    Ok(())
+}
