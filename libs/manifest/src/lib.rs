@@ -19,6 +19,7 @@
 
 mod alter;
 mod backend;
+mod cache;
 mod deletes;
 mod drop;
 mod envelope;

@@ -20,6 +20,7 @@ use roaring::RoaringBitmap;
 
 use crate::backend::local::create_dirs;
 use crate::backend::{Backend, LocalDir, ObjectStore, StoreLocation};
+use crate::cache::CacheBound;
 use crate::envelope::{COLLECTION_FORMAT, MANIFEST_FORMAT};
 use crate::{deletes, Error, Manifest, Result};
 
@@ -42,6 +43,8 @@ pub struct Store {
     /// Keys of local files this process has uploaded (an update retried
     /// after a conflict does not send them again).
     uploaded: Arc<Mutex<HashSet<String>>>,
+    /// The byte bound on the local cache of an object store.
+    cache: Option<Arc<CacheBound>>,
 }
 
 static UNIQUE: AtomicU64 = AtomicU64::new(0);
@@ -95,6 +98,7 @@ impl Store {
             location: StoreLocation::Dir(root.to_owned()),
             backend: Arc::new(backend),
             uploaded: Arc::default(),
+            cache: None,
         })
     }
 
@@ -125,9 +129,26 @@ impl Store {
                     location: location.clone(),
                     backend: Arc::new(backend),
                     uploaded: Arc::default(),
+                    cache: Some(Arc::new(CacheBound::scan(cache, u64::MAX))),
                 })
             }
         }
+    }
+
+    /// Bounds this node's cache of an object store to `bytes` (files safe in
+    /// the bucket are removed, least recently used first; see
+    /// `cache.rs`). No effect on a local store.
+    pub fn with_cache_limit(mut self, bytes: u64) -> Store {
+        if self.backend.is_remote() {
+            self.cache = Some(Arc::new(CacheBound::scan(&self.root, bytes)));
+        }
+        self
+    }
+
+    /// Bytes of bucket-backed files in this node's cache of an object store
+    /// (`None` for a local store).
+    pub fn cached_bytes(&self) -> Option<u64> {
+        self.cache.as_ref().map(|c| c.bytes())
     }
 
     /// The local directory segment files are written to and mapped from: the
@@ -272,6 +293,10 @@ impl Store {
                 self.backend.upload(&key, &local)?;
                 tracing::debug!(key, ms = started.elapsed().as_millis() as u64, "uploaded");
                 uploaded.insert(key);
+                drop(uploaded);
+                if let Some(cache) = &self.cache {
+                    cache.add(&local);
+                }
                 return Ok(());
             }
         }
@@ -289,11 +314,21 @@ impl Store {
     /// node's cache if it is not there yet.
     pub fn fetch_file(&self, collection: &str, name: &str) -> Result<PathBuf> {
         let path = self.file_path(collection, name);
-        if self.backend.is_remote() && !path.is_file() {
-            let key = Store::file_key(collection, name);
-            let started = std::time::Instant::now();
-            self.backend.fetch(&key, &path)?;
-            tracing::debug!(key, ms = started.elapsed().as_millis() as u64, "fetched");
+        if !self.backend.is_remote() {
+            return Ok(path);
+        }
+        if path.is_file() {
+            if let Some(cache) = &self.cache {
+                cache.touch(&path);
+            }
+            return Ok(path);
+        }
+        let key = Store::file_key(collection, name);
+        let started = std::time::Instant::now();
+        self.backend.fetch(&key, &path)?;
+        tracing::debug!(key, ms = started.elapsed().as_millis() as u64, "fetched");
+        if let Some(cache) = &self.cache {
+            cache.add(&path);
         }
         Ok(path)
     }

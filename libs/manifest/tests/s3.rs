@@ -161,6 +161,24 @@ fn segment_files_upload_on_publish_and_fetch_into_another_cache() {
         );
     }
 
+    // A cache bounded below both files keeps only the one used last, and
+    // fetches the other again when asked.
+    let bounded_cache = tempfile::tempdir().expect("tmp");
+    let bounded = open(&server, "files", bounded_cache.path()).with_cache_limit(20 << 20);
+    let small_path = bounded.fetch_segment("c", &ids[0].0).expect("fetch small");
+    let large_path = bounded.fetch_segment("c", &ids[1].0).expect("fetch large");
+    assert!(
+        !small_path.exists() && large_path.exists(),
+        "the older file went"
+    );
+    assert_eq!(bounded.cached_bytes(), Some(large.len() as u64));
+    let small_again = bounded.fetch_segment("c", &ids[0].0).expect("fetch again");
+    assert!(fs::read(&small_again).expect("read") == small);
+    assert!(
+        !large_path.exists(),
+        "over the bound again: the large file went"
+    );
+
     // Delete bitmaps live in the bucket only.
     let bits = [3u32, 7].into_iter().collect();
     let name = writer

@@ -60,6 +60,12 @@ pub struct StoreArgs {
     #[arg(long, env = "EDDY_STORE_CACHE", default_value = "./eddy-cache")]
     pub store_cache: PathBuf,
 
+    /// For an `s3://` store: the cache's size bound in MiB; past it, files
+    /// safe in the bucket are removed, least recently used first (a
+    /// segment still mapped stays readable until its last search ends).
+    #[arg(long, env = "EDDY_STORE_CACHE_MIB", default_value_t = 65_536)]
+    pub store_cache_mib: u64,
+
     /// For an `s3://` store: object-store settings that override the
     /// environment's (`key=value`, keys as `object_store` names them:
     /// `aws_endpoint`, `aws_region`, `aws_allow_http`,
@@ -97,11 +103,10 @@ impl StoreArgs {
             .chain(&secrets)
             .map(|(k, v)| (k.as_str(), v.clone()))
             .collect();
-        Ok(Store::open_location_with(
-            &self.location,
-            &self.store_cache,
-            &options,
-        )?)
+        Ok(
+            Store::open_location_with(&self.location, &self.store_cache, &options)?
+                .with_cache_limit(self.store_cache_mib.saturating_mul(1 << 20)),
+        )
     }
 }
 
