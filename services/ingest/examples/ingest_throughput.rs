@@ -11,6 +11,9 @@
 //! cargo run --release -p eddy-ingest --example ingest_throughput -- protobuf 200000 127.0.0.1:9092
 //! ```
 //!
+//! With `EDDY_BENCH_S3=1` the store is an S3 bucket on moto's server on
+//! loopback (segments uploaded at each seal) instead of a local directory.
+//!
 //! Prints events (rows) per second over the whole run and the process's
 //! resident memory at each tenth, to show it stays flat.
 
@@ -167,7 +170,17 @@ fn main() {
         })
         .collect();
     let dir = tempfile::tempdir().expect("tmp");
-    let store = Store::open(dir.path()).expect("store");
+    let s3 = std::env::var_os("EDDY_BENCH_S3")
+        .map(|_| eddy_loadtest::s3_server::S3Server::start("bench").expect("S3 server"));
+    let store = match &s3 {
+        None => Store::open(dir.path()).expect("store"),
+        Some(server) => {
+            let location =
+                eddy_manifest::StoreLocation::parse(&server.store_url("ingest")).expect("url");
+            Store::open_location_with(&location, dir.path(), &server.env()).expect("S3 store")
+        }
+    };
+    eprintln!("store: {}", store.location());
     let mut def = CollectionDef::new("bench", DIM as u32);
     def.metric = Metric::Cosine;
     def.payload_fields
