@@ -267,12 +267,8 @@ impl Backend for ObjectStore {
     }
 
     fn list(&self, dir: &str) -> Result<Vec<Listed>> {
-        let path = self.key(dir);
-        let store = self.store.clone();
-        let listed = self
-            .run(async move { store.list_with_delimiter(Some(&path)).await })?
-            .map_err(|e| other(&self.describe(dir), e))?;
-        Ok(listed
+        Ok(self
+            .list_level(dir)?
             .objects
             .into_iter()
             .filter_map(|meta| {
@@ -286,12 +282,8 @@ impl Backend for ObjectStore {
     }
 
     fn list_dirs(&self, dir: &str) -> Result<Vec<String>> {
-        let path = self.key(dir);
-        let store = self.store.clone();
-        let listed = self
-            .run(async move { store.list_with_delimiter(Some(&path)).await })?
-            .map_err(|e| other(&self.describe(dir), e))?;
-        Ok(listed
+        Ok(self
+            .list_level(dir)?
             .common_prefixes
             .iter()
             .filter_map(|p| p.filename().map(str::to_owned))
@@ -414,6 +406,14 @@ impl Backend for ObjectStore {
 }
 
 impl ObjectStore {
+    /// The objects and common prefixes directly under directory `dir`.
+    fn list_level(&self, dir: &str) -> Result<object_store::ListResult> {
+        let path = self.key(dir);
+        let store = self.store.clone();
+        self.run(async move { store.list_with_delimiter(Some(&path)).await })?
+            .map_err(|e| other(&self.describe(dir), e))
+    }
+
     /// Streams `key` into the new file `tmp`, fsynced, checking its CRC32
     /// against the one the object carries.
     fn fetch_to(&self, key: &str, tmp: &Path) -> Result<()> {
