@@ -11,6 +11,9 @@
 //! Profiles: the default (CI) one is small; the full one (≥ 200,000
 //! events, ≥ 20 SIGKILLs) runs with
 //! `EDDY_KILL_PROFILE=full cargo test --release -p eddy-ingest --test kill -- --nocapture`.
+//! The single-process test runs once more with the store in an S3 bucket
+//! (moto on loopback): uploads cut short by a SIGKILL, segments fetched
+//! back for merges and indexes, garbage collection over the bucket.
 //! The kill moments come from a seeded generator (`EDDY_KILL_SEED`, printed).
 //! With `--features failpoints` the binary also runs the crash-point tests
 //! (`crash_points.rs`).
@@ -23,10 +26,11 @@ mod crash_points;
 use std::time::{Duration, Instant};
 
 use eddy_loadtest::broker::Tansu;
-use eddy_manifest::Store;
+use eddy_loadtest::s3_server::S3Server;
+use eddy_manifest::{Store, StoreLocation};
 use support::{
-    fsck_against, query_against, random_pause, read_model, seeded_rng, wait_assigned, wait_covered,
-    wait_group_stable, workload, IngestSpec, Producer,
+    fsck_against, query_against, query_on, random_pause, read_model, seeded_rng, wait_assigned,
+    wait_covered, wait_group_stable, workload, IngestSpec, Producer,
 };
 
 /// Sizes of one run.
@@ -95,17 +99,58 @@ fn cut<'a, T>(items: &'a [T], pieces: usize, rng: &mut rand_chacha::ChaCha8Rng) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkills_at_random_moments_lose_and_double_nothing() {
+    sigkills_at_random_moments("kill", None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkills_over_an_object_store_lose_and_double_nothing() {
+    let server = tokio::task::spawn_blocking(|| S3Server::start("eddy"))
+        .await
+        .expect("join")
+        .expect("the S3 server starts (install it with `python3 -m pip install 'moto[server]'`)");
+    sigkills_at_random_moments("kills3", Some(&server)).await;
+}
+
+/// SIGKILLs one ingest process at random moments of a stream on `topic`,
+/// its store in a local directory or, with `s3`, in a bucket of that server.
+async fn sigkills_at_random_moments(topic: &'static str, s3: Option<&S3Server>) {
     let profile = profile();
-    let mut rng = seeded_rng("kill");
+    let mut rng = seeded_rng(topic);
     let started = Instant::now();
-    const TOPIC: &str = "kill";
-    let tansu = start_broker(TOPIC, 3).await;
+    let tansu = start_broker(topic, 3).await;
     let brokers = tansu.bootstrap();
     let dir = tempfile::tempdir().expect("tmp");
     let store_dir = dir.path().join("store");
     let log = dir.path().join("ingest.log");
-    let mut spec = IngestSpec::small(&store_dir, &brokers, TOPIC, "kill-0");
+    let mut spec = IngestSpec::small(&store_dir, &brokers, topic, "kill-0");
     spec.set("seal-rows", &profile.seal_rows.to_string());
+    let store = match s3 {
+        None => Store::open(&store_dir).expect("store"),
+        Some(server) => {
+            // Settings as flags, the secret (moto checks none) in a file,
+            // as a deployment would mount it.
+            let mut flags = vec!["--store".to_owned(), server.store_url(topic)];
+            let secrets = dir.path().join("store-secrets");
+            let mut secret_lines = String::new();
+            for (name, value) in server.env() {
+                let key = name.to_ascii_lowercase();
+                if key.contains("secret") {
+                    secret_lines.push_str(&format!("{key}={value}\n"));
+                } else {
+                    flags.extend(["--store-option".to_owned(), format!("{key}={value}")]);
+                }
+            }
+            std::fs::write(&secrets, secret_lines).expect("secrets file");
+            flags.extend([
+                "--store-secrets-file".to_owned(),
+                secrets.display().to_string(),
+            ]);
+            spec.store_flags = Some(flags);
+            let location = StoreLocation::parse(&server.store_url(topic)).expect("url");
+            Store::open_location_with(&location, &dir.path().join("test-cache"), &server.env())
+                .expect("S3 store")
+        }
+    };
 
     let events = workload(profile.ids, profile.rounds, &mut rng);
     let producer = Producer::new(&brokers);
@@ -115,7 +160,7 @@ async fn sigkills_at_random_moments_lose_and_double_nothing() {
     let pieces = cut(&events, profile.kills + 1, &mut rng);
     let mut kills = 0;
     for (i, piece) in pieces.iter().enumerate() {
-        producer.send(TOPIC, piece).await;
+        producer.send(topic, piece).await;
         if i + 1 < pieces.len() {
             tokio::time::sleep(random_pause(&mut rng, 400)).await;
             ingest.kill();
@@ -125,21 +170,29 @@ async fn sigkills_at_random_moments_lose_and_double_nothing() {
             wait_assigned(&mut ingest, &log, spawns).await;
         }
     }
-    let store = Store::open(&store_dir).expect("store");
     let (s, b, l) = (store.clone(), brokers.clone(), vec![log.clone()]);
     tokio::task::spawn_blocking(move || {
-        wait_covered(&s, &b, TOPIC, 3, Duration::from_secs(600), &l)
+        wait_covered(&s, &b, topic, 3, Duration::from_secs(600), &l)
     })
     .await
     .expect("join");
     ingest.kill();
 
-    let model = read_model(&brokers, TOPIC, 3);
-    let checked = fsck_against(&store, &brokers, TOPIC, &model);
-    query_against(&store_dir, &brokers, TOPIC, &model, 7).await;
+    let model = read_model(&brokers, topic, 3);
+    let checked = fsck_against(&store, &brokers, topic, &model);
+    match &spec.store_flags {
+        None => query_against(&store_dir, &brokers, topic, &model, 7).await,
+        Some(flags) => {
+            let mut flags = flags.clone();
+            let cache = dir.path().join("query-cache").display().to_string();
+            flags.extend(["--store-cache".to_owned(), cache]);
+            query_on(&flags, &brokers, topic, &model, 7).await;
+        }
+    }
     let offsets = checked.offsets.expect("with broker access");
     println!(
-        "kill test: {} events, {kills} SIGKILLs, {} live ids, lost {}, doubled {}, deletes honoured {} (visible after delete {}), took {:.1} s",
+        "kill test ({}): {} events, {kills} SIGKILLs, {} live ids, lost {}, doubled {}, deletes honoured {} (visible after delete {}), took {:.1} s",
+        store.location(),
         events.len(),
         checked.store.live_rows,
         offsets.lost.len(),

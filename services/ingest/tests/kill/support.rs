@@ -200,6 +200,9 @@ pub struct IngestSpec {
     pub args: Vec<String>,
     /// Extra environment (e.g. `EDDY_CRASH_AT`).
     pub env: Vec<(String, String)>,
+    /// Store flags that replace `--store <store>` (an object store; `store`
+    /// is then the process's cache directory).
+    pub store_flags: Option<Vec<String>>,
 }
 
 impl IngestSpec {
@@ -237,6 +240,7 @@ impl IngestSpec {
             instance: instance.to_owned(),
             args: args.iter().map(|a| (*a).to_owned()).collect(),
             env: Vec::new(),
+            store_flags: None,
         }
     }
 
@@ -257,8 +261,17 @@ impl IngestSpec {
             .append(true)
             .open(log)
             .expect("log file");
+        let store = self.store.to_str().expect("utf-8").to_owned();
+        let store_flags = match &self.store_flags {
+            None => vec!["--store".to_owned(), store],
+            Some(flags) => {
+                let mut flags = flags.clone();
+                flags.extend(["--store-cache".to_owned(), store]);
+                flags
+            }
+        };
         let child = Command::new(env!("CARGO_BIN_EXE_eddy-ingest"))
-            .args(["--store", self.store.to_str().expect("utf-8")])
+            .args(&store_flags)
             .args(["--brokers", &self.brokers])
             .args([
                 "--collection",
@@ -438,19 +451,34 @@ pub async fn query_against(
     model: &Model,
     step: usize,
 ) {
-    let query = eddy_query::start(eddy_query::QueryConfig::parse_from([
+    let flags = ["--store".to_owned(), store_dir.display().to_string()];
+    query_on(&flags, brokers, collection, model, step).await;
+}
+
+/// [`query_against`] with eddy-query's store given by `store_flags`.
+pub async fn query_on(
+    store_flags: &[String],
+    brokers: &str,
+    collection: &str,
+    model: &Model,
+    step: usize,
+) {
+    let mut args: Vec<String> = [
         "eddy-query",
-        "--store",
-        store_dir.to_str().expect("utf-8"),
         "--brokers",
         brokers,
         "--http-addr",
         "127.0.0.1:0",
         "--flight-addr",
         "127.0.0.1:0",
-    ]))
-    .await
-    .expect("query starts");
+    ]
+    .iter()
+    .map(|a| (*a).to_owned())
+    .collect();
+    args.extend(store_flags.iter().cloned());
+    let query = eddy_query::start(eddy_query::QueryConfig::parse_from(args))
+        .await
+        .expect("query starts");
     let http = reqwest::Client::new();
     let base = format!("http://{}/v1/collections/{collection}", query.http_addr());
     let live = model.values().filter(|v| v.is_some()).count();
