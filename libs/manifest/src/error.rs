@@ -83,6 +83,13 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// Whether retrying may succeed: a failed request to the store (an
+    /// object store's network or server error), not a missing or damaged
+    /// file.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if !matches!(source.kind(), io::ErrorKind::NotFound | io::ErrorKind::InvalidData))
+    }
+
     pub(crate) fn io(path: &std::path::Path) -> impl FnOnce(io::Error) -> Error + '_ {
         move |source| Error::Io {
             path: path.to_owned(),

@@ -25,7 +25,7 @@ pub(crate) async fn watch_manifests(engine: Arc<Engine>, collection: Arc<Collect
                 }
                 Ok(Some(Snapshot::load(
                     &store, &def, &manifest, &current, residency,
-                )))
+                )?))
             })
             .await;
         match loaded {

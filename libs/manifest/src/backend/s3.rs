@@ -19,6 +19,7 @@ use std::future::Future;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
@@ -26,7 +27,7 @@ use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as Key;
 use object_store::{
     Attribute, AttributeValue, Attributes, ObjectStore as _, PutMode, PutMultipartOptions,
-    PutOptions, PutPayload, WriteMultipart,
+    PutOptions, PutPayload, RetryConfig, WriteMultipart,
 };
 
 use super::{Backend, Listed};
@@ -41,6 +42,11 @@ const PART_BYTES: usize = 16 << 20;
 const PARTS_IN_FLIGHT: usize = 4;
 /// Metadata key of the CRC32 a file carries.
 const CRC_METADATA: &str = "eddy-crc32";
+/// Setting (beside `object_store`'s own keys): how long, in ms, a failed
+/// request is retried (default 180,000).
+pub(crate) const RETRY_TIMEOUT_MS: &str = "retry_timeout_ms";
+/// Setting: how many times a failed request is retried (default 10).
+pub(crate) const MAX_RETRIES: &str = "max_retries";
 /// Creates raced against each other by the start-up probe.
 const PROBE_RACERS: usize = 8;
 
@@ -66,10 +72,20 @@ pub(crate) struct ObjectStore {
     runtime: IoRuntime,
 }
 
+/// An error about `what`; an object the store does not have keeps the
+/// `NotFound` kind, so callers can tell a missing file from a failed request.
 fn other(what: &Path, e: impl std::error::Error + Send + Sync + 'static) -> Error {
+    let missing = (&e as &dyn std::any::Any)
+        .downcast_ref::<object_store::Error>()
+        .is_some_and(|e| matches!(e, object_store::Error::NotFound { .. }));
+    let kind = if missing {
+        io::ErrorKind::NotFound
+    } else {
+        io::ErrorKind::Other
+    };
     Error::Io {
         path: what.to_owned(),
-        source: io::Error::other(e),
+        source: io::Error::new(kind, e),
     }
 }
 
@@ -98,7 +114,21 @@ impl ObjectStore {
                 source: e,
             })?;
         let mut builder = AmazonS3Builder::from_env();
+        let mut retry = RetryConfig::default();
         for (name, value) in config {
+            // eddy's own: how long a failed request is retried.
+            let bad = |e: std::num::ParseIntError| other(Path::new(&location), e);
+            match name.to_ascii_lowercase().as_str() {
+                RETRY_TIMEOUT_MS => {
+                    retry.retry_timeout = Duration::from_millis(value.parse().map_err(bad)?);
+                    continue;
+                }
+                MAX_RETRIES => {
+                    retry.max_retries = value.parse().map_err(bad)?;
+                    continue;
+                }
+                _ => {}
+            }
             let key: AmazonS3ConfigKey = name
                 .to_ascii_lowercase()
                 .parse()
@@ -106,6 +136,7 @@ impl ObjectStore {
             builder = builder.with_config(key, value.clone());
         }
         let store = builder
+            .with_retry(retry)
             .with_bucket_name(bucket)
             .build()
             .map_err(|e| other(Path::new(&location), e))?;

@@ -126,13 +126,22 @@ impl Snapshot {
     /// delete bitmaps `previous` has; new files are held as `residency`
     /// says. A segment that cannot be served is quarantined (see the
     /// module), never an error for the whole version.
+    ///
+    /// # Errors
+    /// On an object store, a failed request for one of the version's new
+    /// files (the store unreachable, a server error): the version is not
+    /// loaded, the caller keeps serving the previous one and tries again,
+    /// rather than quarantining segments that are not damaged.
     pub fn load(
         store: &Store,
         def: &CollectionDef,
         manifest: &Manifest,
         previous: &Snapshot,
         residency: Residency,
-    ) -> Snapshot {
+    ) -> eddy_manifest::Result<Snapshot> {
+        if store.is_remote() {
+            fetch_new_files(store, manifest, previous)?;
+        }
         let mut segments = Vec::with_capacity(manifest.segments.len());
         let mut quarantined = Vec::new();
         for entry in &manifest.segments {
@@ -143,10 +152,12 @@ impl Snapshot {
             };
             let deleted = match (old, &entry.deletes) {
                 (Some(s), _) if s.entry.deletes == entry.deletes => Ok(s.deleted.clone()),
-                (_, Some(name)) => store
-                    .read_deletes(&manifest.collection, name)
-                    .map(Arc::new)
-                    .map_err(|e| format!("its delete file {name}: {e}")),
+                (_, Some(name)) => match store.read_deletes(&manifest.collection, name) {
+                    Err(e) if store.is_remote() && e.is_transient() => return Err(e),
+                    read => read
+                        .map(Arc::new)
+                        .map_err(|e| format!("its delete file {name}: {e}")),
+                },
                 (_, None) => Ok(Arc::new(RoaringBitmap::new())),
             };
             let (segment, deleted) = match (segment, deleted) {
@@ -193,7 +204,7 @@ impl Snapshot {
             });
         }
         segments.sort_by_key(|s| std::cmp::Reverse(s.entry.rows));
-        Snapshot {
+        Ok(Snapshot {
             version: manifest.version,
             segments,
             cutoffs: manifest
@@ -202,7 +213,7 @@ impl Snapshot {
                 .map(|(p, s)| (*p, s.next_offset))
                 .collect(),
             quarantined,
-        }
+        })
     }
 
     /// Bytes of the segment and index files this snapshot holds, plus the
@@ -238,6 +249,36 @@ impl Snapshot {
 
 /// Opens and checks a segment's index file. A damaged index is logged and
 /// skipped: the segment stays searchable by exact scan.
+/// Brings the files of `manifest` that `previous` does not hold into the
+/// object store's local cache, failing on a failed request (a transient
+/// error) and leaving missing or damaged files to the per-segment checks,
+/// which quarantine them.
+fn fetch_new_files(
+    store: &Store,
+    manifest: &Manifest,
+    previous: &Snapshot,
+) -> eddy_manifest::Result<()> {
+    for entry in &manifest.segments {
+        let old = previous.segments.iter().find(|s| s.entry.id == entry.id);
+        let mut names = Vec::new();
+        if old.is_none() {
+            names.push(format!("{}.seg", entry.id));
+        }
+        if let Some(index) = &entry.index {
+            if old.is_none_or(|s| s.entry.index != entry.index) {
+                names.push(index.clone());
+            }
+        }
+        for name in names {
+            match store.fetch_file(&manifest.collection, &name) {
+                Err(e) if e.is_transient() => return Err(e),
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
 fn load_index(
     store: &Store,
     collection: &str,
@@ -308,7 +349,7 @@ mod tests {
             index: None,
         });
         let load = |m: &Manifest, previous: &Snapshot| {
-            Snapshot::load(&store, &def, m, previous, Residency::Mapped)
+            Snapshot::load(&store, &def, m, previous, Residency::Mapped).expect("local store")
         };
         let v1 = load(&manifest, &Snapshot::default());
         assert!(v1.quarantined.is_empty(), "{:?}", v1.quarantined);
@@ -334,5 +375,64 @@ mod tests {
         let v3 = load(&manifest, &v2);
         assert!(v3.segments[0].index.is_some());
         assert!(codes_of(&v3).is_none(), "the index file's codes take over");
+    }
+
+    /// On an object store that cannot be reached, a new version is not
+    /// loaded (the caller keeps the previous one and retries) instead of
+    /// quarantining segments that are not damaged; once the store answers,
+    /// the same version loads whole.
+    #[test]
+    fn an_unreachable_object_store_defers_a_version_instead_of_quarantining() {
+        let server = eddy_loadtest::s3_server::S3Server::start("eddy").expect("S3 server");
+        let location =
+            eddy_manifest::StoreLocation::parse(&server.store_url("defer")).expect("url");
+        let (writer_cache, reader_cache) = (
+            tempfile::tempdir().expect("tmp"),
+            tempfile::tempdir().expect("tmp"),
+        );
+        let mut env: Vec<(&str, String)> = server.env();
+        let writer =
+            Store::open_location_with(&location, writer_cache.path(), &env).expect("writer");
+        let def = CollectionDef::new("c", DIM as u32);
+        writer.create_collection(&def).expect("create");
+        let mut g = Growing::new(DIM, def.metric, def.id_type);
+        for n in 0..64u64 {
+            g.upsert(PointId::Num(n), &vector(n), b"{}", 0, n as i64);
+        }
+        let (id, path) = writer.new_segment("c");
+        let bytes = g.write_segment(&path, &BTreeMap::new()).expect("segment");
+        let updated = writer
+            .update::<eddy_manifest::Error>("c", |latest| {
+                let mut next = latest.successor();
+                next.segments.push(SegmentEntry {
+                    id: id.clone(),
+                    rows: 64,
+                    bytes,
+                    deletes: None,
+                    deleted: 0,
+                    offset_ranges: BTreeMap::new(),
+                    index: None,
+                });
+                Ok(Some(next))
+            })
+            .expect("publish");
+        let manifest = updated.published.expect("published");
+        // A reader whose failed requests give up within a second.
+        env.push(("retry_timeout_ms", "1000".to_owned()));
+        env.push(("max_retries", "2".to_owned()));
+        let reader =
+            Store::open_location_with(&location, reader_cache.path(), &env).expect("reader");
+        // It loses the store: the server stops.
+        drop(server);
+        let err = Snapshot::load(
+            &reader,
+            &def,
+            &manifest,
+            &Snapshot::default(),
+            Residency::Mapped,
+        )
+        .expect_err("deferred, not quarantined");
+        assert!(err.is_transient(), "{err}");
+        assert!(!reader.segment_path("c", &id).exists(), "nothing cached");
     }
 }
