@@ -284,16 +284,18 @@ impl Store {
         let key = Store::file_key(collection, name);
         let local = self.file_path(collection, name);
         if self.backend.is_remote() && !name.ends_with(".del") {
-            let mut uploaded = self.uploaded.lock().unwrap_or_else(|e| e.into_inner());
-            if uploaded.contains(&key) {
+            let uploaded = || self.uploaded.lock().unwrap_or_else(|e| e.into_inner());
+            if uploaded().contains(&key) {
                 return Ok(());
             }
             if local.is_file() {
+                // Not under the lock: other collections' publishes upload
+                // meanwhile (a rare second upload of the same file is
+                // harmless: the key is unique, the bytes the same).
                 let started = std::time::Instant::now();
                 self.backend.upload(&key, &local)?;
                 tracing::debug!(key, ms = started.elapsed().as_millis() as u64, "uploaded");
-                uploaded.insert(key);
-                drop(uploaded);
+                uploaded().insert(key);
                 if let Some(cache) = &self.cache {
                     cache.add(&local);
                 }

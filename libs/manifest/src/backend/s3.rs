@@ -348,13 +348,13 @@ impl Backend for ObjectStore {
     }
 
     fn upload(&self, key: &str, local: &Path) -> Result<()> {
-        let crc = file_crc(local).map_err(Error::io(local))?;
         let len = fs::metadata(local).map_err(Error::io(local))?.len();
         let path = self.key(key);
         let store = self.store.clone();
-        let attributes = crc_attributes(crc);
         if len < MULTIPART_FROM {
+            // Read once: the CRC comes from the bytes sent.
             let bytes = fs::read(local).map_err(Error::io(local))?;
+            let attributes = crc_attributes(crc32fast::hash(&bytes));
             let opts = PutOptions {
                 attributes,
                 ..PutOptions::default()
@@ -364,6 +364,8 @@ impl Backend for ObjectStore {
                 .map(drop)
                 .map_err(|e| other(&self.describe(key), e));
         }
+        // The CRC travels as metadata at the upload's start: a pass first.
+        let attributes = crc_attributes(file_crc(local).map_err(Error::io(local))?);
         let mut file = File::open(local).map_err(Error::io(local))?;
         let opts = PutMultipartOptions {
             attributes,
