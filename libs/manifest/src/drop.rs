@@ -38,9 +38,11 @@ pub struct DropRecord {
 }
 
 impl Store {
-    /// Whether `collection` has a drop marker (an unreadable store counts as
-    /// not dropped; the reader then meets the error on its next call).
+    /// Whether `collection` (or the collection a shard's chain belongs to)
+    /// has a drop marker (an unreadable store counts as not dropped; the
+    /// reader then meets the error on its next call).
     pub fn is_dropped(&self, collection: &str) -> bool {
+        let collection = eddy_model::collection_of_chain(collection);
         match self
             .backend
             .exists(&collection_key(collection, DROPPED_FILE))
@@ -79,19 +81,37 @@ impl Store {
     pub fn collect_dropped(&self, grace: Duration) -> Result<DroppedCollected> {
         let now = SystemTime::now();
         let mut out = DroppedCollected::default();
-        for name in self.backend.list_dirs("collections")? {
-            match self.collect_one_dropped(&name, grace, now) {
-                Ok(true) => out.removed.push(name),
+        let dirs = self.backend.list_dirs("collections")?;
+        // A shard's chain goes with its collection, never on its own.
+        for name in dirs.iter().filter(|d| eddy_model::validate_name(d).is_ok()) {
+            let chains: Vec<&str> = dirs
+                .iter()
+                .filter(|d| {
+                    d.strip_prefix(name.as_str())
+                        .and_then(|rest| rest.strip_prefix(eddy_model::SHARD_SEPARATOR))
+                        .is_some_and(|shard| shard.parse::<u32>().is_ok())
+                })
+                .map(String::as_str)
+                .collect();
+            match self.collect_one_dropped(name, &chains, grace, now) {
+                Ok(true) => out.removed.push(name.clone()),
                 Ok(false) => {}
-                Err(e) => out.refused.push((name, e.to_string())),
+                Err(e) => out.refused.push((name.clone(), e.to_string())),
             }
         }
         Ok(out)
     }
 
-    /// Removes the files of collection `name` if it is dropped, the drop
-    /// older than `grace` and no lease holds it; whether it did.
-    fn collect_one_dropped(&self, name: &str, grace: Duration, now: SystemTime) -> Result<bool> {
+    /// Removes the files of collection `name` and of its shards' `chains`
+    /// if it is dropped, the drop older than `grace` and no lease holds it
+    /// or one of its chains; whether it did.
+    fn collect_one_dropped(
+        &self,
+        name: &str,
+        chains: &[&str],
+        grace: Duration,
+        now: SystemTime,
+    ) -> Result<bool> {
         let marker = collection_key(name, DROPPED_FILE);
         let Some(bytes) = self.backend.read(&marker)? else {
             return Ok(false);
@@ -100,8 +120,17 @@ impl Store {
         if millis(now).saturating_sub(record.dropped_ms) < grace.as_millis() as u64 {
             return Ok(false);
         }
-        if self.leases(name)?.iter().any(|l| l.holds_at(now)) {
-            return Ok(false);
+        for held in std::iter::once(name).chain(chains.iter().copied()) {
+            if self.leases(held)?.iter().any(|l| l.holds_at(now)) {
+                return Ok(false);
+            }
+        }
+        for chain in chains {
+            for sub in ["manifests", "segments", "deletes", "leases"] {
+                self.backend.remove_all(&collection_key(chain, sub))?;
+            }
+            self.backend.remove_all(&format!("collections/{chain}"))?;
+            self.forget_local(chain);
         }
         // The marker goes last, so a collection half removed stays dropped.
         for sub in ["manifests", "segments", "deletes", "definitions", "leases"] {
@@ -179,6 +208,46 @@ mod tests {
         assert!(!dir.path().join("collections/d").exists());
         // Now the name is free again.
         store.create_collection(&def).expect("created again");
+    }
+
+    /// A split collection's shards are dropped with it: no shard's chain
+    /// takes a publish once it is dropped, a lease on one shard holds the
+    /// whole collection, and collecting it removes every chain.
+    #[test]
+    fn a_dropped_split_collection_takes_its_shards_along() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Store::open(dir.path()).expect("store");
+        let def = CollectionDef {
+            shards: 2,
+            ..CollectionDef::new("s", 2)
+        };
+        store.create_collection(&def).expect("created");
+        let first = store.latest_manifest("s.1").expect("latest").successor();
+        store.publish(&first).expect("a shard publishes");
+        assert_eq!(store.collections().expect("list"), vec![def.clone()]);
+        assert!(store.drop_collection("s", "test").expect("dropped"));
+        assert!(store.is_dropped("s.1"));
+        let next = first.successor();
+        assert!(matches!(store.publish(&next), Err(Error::Dropped(_))));
+        let lease = store
+            .take_lease("s.1", "snapshot", Duration::from_secs(60), Some(1))
+            .expect("lease");
+        assert!(store
+            .collect_dropped(Duration::ZERO)
+            .expect("gc")
+            .removed
+            .is_empty());
+        drop(lease);
+        assert_eq!(
+            store.collect_dropped(Duration::ZERO).expect("gc").removed,
+            ["s"]
+        );
+        for gone in ["s", "s.0", "s.1"] {
+            assert!(
+                !dir.path().join("collections").join(gone).exists(),
+                "{gone}"
+            );
+        }
     }
 
     /// The golden marker of format version 1 still reads; a marker of a

@@ -180,6 +180,11 @@ impl Store {
             return Err(Error::Dropped(def.name));
         }
         create_dirs(&self.dir(&def.name).join("segments"))?;
+        if def.shards > 1 {
+            for chain in def.chains() {
+                create_dirs(&self.dir(&chain).join("segments"))?;
+            }
+        }
         let key = collection_key(&def.name, "collection.json");
         let bytes = COLLECTION_FORMAT.encode(&self.backend.describe(&key), &def)?;
         if self.backend.create(&key, &bytes)? {

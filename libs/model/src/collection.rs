@@ -64,7 +64,26 @@ pub struct CollectionDef {
     /// stored and returned but never indexed.
     #[serde(default)]
     pub payload_fields: BTreeMap<String, FieldType>,
+    /// Shards the collection is split into (1 = not split). Partition `p`
+    /// belongs to shard `p % shards`; each shard has its own manifest chain
+    /// (see [`CollectionDef::chain`]), segments and merges, and a query node
+    /// may serve a subset of them. Fixed at creation.
+    #[serde(default = "one_shard", skip_serializing_if = "is_one_shard")]
+    pub shards: u32,
 }
+
+fn one_shard() -> u32 {
+    1
+}
+
+fn is_one_shard(shards: &u32) -> bool {
+    *shards == 1
+}
+
+/// Separates a collection's name from its shard number in the name of a
+/// shard's manifest chain (`docs.1`): a character no collection name holds,
+/// so a chain never collides with a collection.
+pub const SHARD_SEPARATOR: char = '.';
 
 impl CollectionDef {
     /// Largest accepted vector dimension.
@@ -80,6 +99,49 @@ impl CollectionDef {
             metric: Metric::default(),
             id_type: IdType::default(),
             payload_fields: BTreeMap::new(),
+            shards: 1,
+        }
+    }
+
+    /// Most shards a collection may have.
+    pub const MAX_SHARDS: u32 = 256;
+
+    /// The shard partition `partition` belongs to.
+    pub fn shard_of(&self, partition: u32) -> u32 {
+        partition % self.shards.max(1)
+    }
+
+    /// The store name of shard `shard`'s manifest chain: the collection's
+    /// own name when it is not split, `<name>.<shard>` when it is.
+    pub fn chain(&self, shard: u32) -> String {
+        if self.shards <= 1 {
+            self.name.clone()
+        } else {
+            format!("{}{SHARD_SEPARATOR}{shard}", self.name)
+        }
+    }
+
+    /// Every manifest chain of the collection, shard 0 first.
+    pub fn chains(&self) -> Vec<String> {
+        (0..self.shards.max(1)).map(|s| self.chain(s)).collect()
+    }
+
+    /// The definition as each manifest chain sees it, shard 0 first: this
+    /// one alone when the collection is not split.
+    pub fn chain_defs(&self) -> Vec<CollectionDef> {
+        if self.shards <= 1 {
+            return vec![self.clone()];
+        }
+        (0..self.shards).map(|s| self.for_chain(s)).collect()
+    }
+
+    /// This definition as seen by the manifest chain of `shard`: the same
+    /// but for its name, which is the chain's (what ingest state, segment
+    /// files and metrics of one shard are keyed by).
+    pub fn for_chain(&self, shard: u32) -> CollectionDef {
+        CollectionDef {
+            name: self.chain(shard),
+            ..self.clone()
         }
     }
 
@@ -111,6 +173,13 @@ impl CollectionDef {
                 "dimension must be in 1..={}, got {}",
                 Self::MAX_DIMENSION,
                 self.dimension
+            )));
+        }
+        if self.shards == 0 || self.shards > Self::MAX_SHARDS {
+            return Err(Error::InvalidDefinition(format!(
+                "shards must be in 1..={}, got {}",
+                Self::MAX_SHARDS,
+                self.shards
             )));
         }
         for field in self.payload_fields.keys() {
@@ -164,14 +233,24 @@ impl CollectionDef {
             self.dimension,
             self.metric,
             self.id_type,
+            self.shards,
         ) == (
             &other.name,
             &other.topic,
             other.dimension,
             other.metric,
             other.id_type,
+            other.shards,
         )
     }
+}
+
+/// The collection a manifest chain belongs to: `docs` for `docs.1` (a
+/// shard's chain) and for `docs` (an unsplit collection's).
+pub fn collection_of_chain(chain: &str) -> &str {
+    chain
+        .split_once(SHARD_SEPARATOR)
+        .map_or(chain, |(name, _)| name)
 }
 
 /// Checks a collection name: 1-64 chars of `[A-Za-z0-9_-]`.
@@ -190,7 +269,7 @@ pub fn validate_name(name: &str) -> Result<()> {
 }
 
 /// Parses the compact command-line form
-/// `name=docs,dim=384[,metric=cosine][,topic=docs][,id=u64][,field.section=keyword]`.
+/// `name=docs,dim=384[,metric=cosine][,topic=docs][,id=u64][,shards=2][,field.section=keyword]`.
 impl FromStr for CollectionDef {
     type Err = Error;
 
@@ -210,6 +289,11 @@ impl FromStr for CollectionDef {
                         .map_err(|_| bad(format!("dimension {value:?} is not a number")))?
                 }
                 "metric" => def.metric = value.parse().map_err(bad)?,
+                "shards" => {
+                    def.shards = value
+                        .parse()
+                        .map_err(|_| bad(format!("shards {value:?} is not a number")))?
+                }
                 "id" | "id_type" => {
                     def.id_type = match value {
                         "u64" => IdType::U64,
@@ -239,6 +323,35 @@ impl FromStr for CollectionDef {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shards_split_partitions_into_chains() {
+        let one: CollectionDef = "name=docs,dim=4".parse().expect("valid");
+        assert_eq!(one.shards, 1);
+        assert_eq!(one.chains(), vec!["docs"]);
+        assert_eq!(one.shard_of(7), 0);
+        let split: CollectionDef = "name=docs,dim=4,shards=3".parse().expect("valid");
+        assert_eq!(split.chains(), vec!["docs.0", "docs.1", "docs.2"]);
+        assert_eq!(split.shard_of(7), 1);
+        assert_eq!(split.for_chain(2).name, "docs.2");
+        assert_eq!(split.chain_defs()[1].name, "docs.1");
+        assert_eq!(one.chain_defs(), vec![one.clone()]);
+        // A chain's name is never a collection's.
+        assert!(validate_name(&split.chain(0)).is_err());
+        assert_eq!(collection_of_chain("docs.2"), "docs");
+        assert_eq!(collection_of_chain("docs"), "docs");
+        assert!("name=docs,dim=4,shards=0".parse::<CollectionDef>().is_err());
+        assert!("name=docs,dim=4,shards=257"
+            .parse::<CollectionDef>()
+            .is_err());
+        // One shard is the default and is not written out.
+        let json = serde_json::to_string(&one).expect("encodes");
+        assert!(!json.contains("shards"));
+        let back: CollectionDef =
+            serde_json::from_str(&serde_json::to_string(&split).expect("encodes"))
+                .expect("decodes");
+        assert_eq!(back, split);
+    }
 
     #[test]
     fn spec_parses_with_defaults() {

@@ -7,7 +7,10 @@ mod collection;
 mod id;
 mod metric;
 
-pub use collection::{validate_name, CollectionDef, FieldType, DEFAULT_PARTITIONS};
+pub use collection::{
+    collection_of_chain, validate_name, CollectionDef, FieldType, DEFAULT_PARTITIONS,
+    SHARD_SEPARATOR,
+};
 pub use id::{IdType, PointId};
 pub use metric::Metric;
 

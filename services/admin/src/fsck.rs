@@ -86,7 +86,8 @@ impl OffsetAccount {
 /// What `eddy fsck` found for one collection.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CollectionFsck {
-    /// The collection.
+    /// The collection, or for a split collection the shard's manifest
+    /// chain (`docs.1`).
     pub collection: String,
     /// The check of the store's own files.
     pub store: FsckReport,
@@ -123,7 +124,7 @@ pub fn run(args: &FsckArgs) -> Result<Outcome> {
     };
     let mut checked = Vec::with_capacity(defs.len());
     for def in &defs {
-        checked.push(fsck_collection(&store, def, kafka.as_ref())?);
+        checked.extend(fsck_collection(&store, def, kafka.as_ref())?);
     }
     let clean = checked.iter().all(CollectionFsck::is_clean);
     let text = if args.json {
@@ -134,14 +135,29 @@ pub fn run(args: &FsckArgs) -> Result<Outcome> {
     Ok(Outcome { text, clean })
 }
 
-/// Checks one collection: its store, and with `kafka` its offsets.
+/// Checks one collection: its store, and with `kafka` its offsets; one
+/// check per manifest chain (a split collection has one per shard, each
+/// accounting for its own partitions).
 pub fn fsck_collection(
     store: &Store,
     def: &CollectionDef,
     kafka: Option<&KafkaSettings>,
+) -> Result<Vec<CollectionFsck>> {
+    def.chains()
+        .iter()
+        .map(|chain| fsck_chain(store, def, chain, kafka))
+        .collect()
+}
+
+/// Checks one manifest chain of `def`.
+fn fsck_chain(
+    store: &Store,
+    def: &CollectionDef,
+    chain: &str,
+    kafka: Option<&KafkaSettings>,
 ) -> Result<CollectionFsck> {
-    let manifest = store.latest_manifest(&def.name)?;
-    let (report, rows) = eddy_manifest::fsck(store, &def.name)?;
+    let manifest = store.latest_manifest(chain)?;
+    let (report, rows) = eddy_manifest::fsck(store, chain)?;
     let offsets = match kafka {
         None => None,
         Some(kafka) => {
@@ -156,7 +172,7 @@ pub fn fsck_collection(
         }
     };
     Ok(CollectionFsck {
-        collection: def.name.clone(),
+        collection: chain.to_owned(),
         store: report,
         offsets,
     })

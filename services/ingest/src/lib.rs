@@ -41,7 +41,7 @@ pub use config::{IngestConfig, SealPolicy};
 pub use error::{Error, Result};
 pub use metrics::IngestMetrics;
 pub use resume::resume_partition;
-pub use state::{Applied, CollectionState, SealOutcome, StopReason};
+pub use state::{Applied, CollectionState, SealOutcome, ShardStates, StopReason};
 
 /// A running ingest service.
 pub struct Ingest {

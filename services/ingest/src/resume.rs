@@ -27,13 +27,15 @@ pub fn resume_partition(
     if offset < 0 {
         return Err(Error::InvalidResume(format!("offset {offset} is negative")));
     }
-    if store.collection(collection)?.is_none() {
+    let Some(def) = store.collection(collection)? else {
         return Err(Error::InvalidResume(format!(
             "no collection {collection:?}"
         )));
-    }
+    };
+    // The partition's shard's chain holds its offset.
+    let chain = def.chain(def.shard_of(partition));
     let at_ms = now_ms();
-    let updated = store.update::<Error>(collection, |latest| {
+    let updated = store.update::<Error>(&chain, |latest| {
         let mut next = latest.successor();
         let state = next.partitions.entry(partition).or_default();
         let previous_offset = state.next_offset;

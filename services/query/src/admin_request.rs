@@ -33,6 +33,14 @@ pub struct CollectionJson {
     #[serde(default)]
     #[schema(value_type = Object)]
     payload_fields: BTreeMap<String, eddy_model::FieldType>,
+    /// Shards to split the collection into (default 1): partition `p`
+    /// belongs to shard `p % shards`. Fixed at creation.
+    #[serde(default = "one_shard")]
+    shards: u32,
+}
+
+fn one_shard() -> u32 {
+    1
 }
 
 impl CollectionJson {
@@ -47,6 +55,7 @@ impl CollectionJson {
             metric: self.metric,
             id_type: self.id_type,
             payload_fields: self.payload_fields,
+            shards: self.shards,
         }
         .validated()
         .map_err(|e| ApiError::BadRequest(e.to_string()))

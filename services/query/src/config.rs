@@ -33,6 +33,13 @@ pub struct QueryConfig {
     #[arg(long, env = "EDDY_FLIGHT_ADDR", default_value = "127.0.0.1:50051")]
     pub flight_addr: SocketAddr,
 
+    /// Shards of split collections this node serves, as a list
+    /// (`0,2`); absent = every shard. A search on a collection whose other
+    /// shards this node does not serve fails with 503, or with
+    /// `allow_partial` answers from these, marked partial.
+    #[arg(long, env = "EDDY_SHARDS", value_delimiter = ',')]
+    pub shards: Option<Vec<u32>>,
+
     /// How often to look for a new manifest version (ms).
     #[arg(long, env = "EDDY_MANIFEST_POLL_MS", default_value_t = 200)]
     pub manifest_poll_ms: u64,
@@ -204,6 +211,7 @@ impl QueryConfig {
             snapshot_ttl: Duration::from_secs(self.snapshot_ttl_secs.max(1)),
             recall_sample_rate: self.recall_sample_rate,
             policy: self.collection_policy(),
+            shards: self.shards.clone(),
         })
     }
 }

@@ -62,6 +62,9 @@ pub struct EngineOptions {
     pub recall_sample_rate: f64,
     /// Which collections the APIs may create.
     pub policy: CollectionPolicy,
+    /// Shards of each split collection served here (`--shards`); `None` =
+    /// all.
+    pub shards: Option<Vec<u32>>,
 }
 
 /// Pinned snapshots held at most.
@@ -203,6 +206,8 @@ impl Engine {
             "metric": def.metric,
             "id_type": def.id_type,
             "payload_fields": def.payload_fields,
+            "shards": def.shards,
+            "served_shards": c.shards(),
             "status": c.status(),
             "recall_estimate": self.recall.estimate(&def.name),
         })
@@ -292,7 +297,10 @@ impl Engine {
                 served.set_def(def);
                 continue;
             }
-            let collection = Arc::new(Collection::new(def.clone()));
+            let collection = Arc::new(match &self.opts.shards {
+                None => Collection::new(def.clone()),
+                Some(shards) => Collection::serving(def.clone(), shards.iter().copied()),
+            });
             self.collections
                 .write()
                 .insert(def.name.clone(), collection.clone());
@@ -350,8 +358,24 @@ impl Engine {
         search: &Arc<PreparedSearch>,
         queries: QueryBatch,
     ) -> Result<BatchResult, ApiError> {
+        let missing = collection.missing_shards();
+        if !missing.is_empty() && !search.params.allow_partial {
+            return Err(ApiError::Unavailable(format!(
+                "collection {:?} has {} shards and this node serves {:?} (--shards); no node serving shards {missing:?} is reachable: ask a node that serves them, or pass allow_partial for an answer from the shards at hand, marked partial",
+                collection.name(),
+                collection.def().shards,
+                collection.shards(),
+            )));
+        }
         if !search.min_offsets.is_empty() {
-            self.wait_for(collection, &search.min_offsets).await?;
+            // Partitions of missing shards cannot be waited for here.
+            let min: BTreeMap<u32, i64> = search
+                .min_offsets
+                .iter()
+                .filter(|(p, _)| collection.serves_partition(**p))
+                .map(|(p, o)| (*p, *o))
+                .collect();
+            self.wait_for(collection, &min).await?;
         }
         let n = queries.len();
         let _admitted = self.admission.admit(n)?;

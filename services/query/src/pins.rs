@@ -43,7 +43,9 @@ pub struct PinInfo {
 struct Pin {
     collection: Arc<Collection>,
     expires: Instant,
-    lease: Lease,
+    /// One lease per manifest chain the snapshot holds (one per served
+    /// shard of a split collection).
+    leases: Vec<Lease>,
     /// Bytes of the tail copy it holds.
     tail_bytes: usize,
 }
@@ -105,10 +107,25 @@ impl Pins {
                 self.max_tail_bytes
             )));
         }
-        let version = frozen.snapshot().version;
-        let lease = store
-            .take_lease(live.name(), "snapshot", self.ttl, Some(version))
-            .map_err(|e| ApiError::Internal(format!("taking the snapshot lease: {e}")))?;
+        let snapshot = frozen.snapshot();
+        let version = snapshot.version;
+        let mut leases = Vec::with_capacity(snapshot.chains.len().max(1));
+        let chains: Vec<(&str, u64)> = if snapshot.chains.is_empty() {
+            vec![(live.name(), version)]
+        } else {
+            snapshot
+                .chains
+                .iter()
+                .map(|(c, v)| (c.as_str(), *v))
+                .collect()
+        };
+        for (chain, chain_version) in chains {
+            leases.push(
+                store
+                    .take_lease(chain, "snapshot", self.ttl, Some(chain_version))
+                    .map_err(|e| ApiError::Internal(format!("taking the snapshot lease: {e}")))?,
+            );
+        }
         let info = PinInfo {
             token: new_token(),
             version,
@@ -121,7 +138,7 @@ impl Pins {
             Pin {
                 collection: Arc::new(frozen),
                 expires: Instant::now() + self.ttl,
-                lease,
+                leases,
                 tail_bytes,
             },
         );
@@ -142,8 +159,11 @@ impl Pins {
                 ))
             })?;
         pin.expires = Instant::now() + self.ttl;
-        if pin.lease.expires_within(self.ttl / 2) {
-            if let Err(e) = pin.lease.renew(self.ttl) {
+        for lease in &mut pin.leases {
+            if !lease.expires_within(self.ttl / 2) {
+                continue;
+            }
+            if let Err(e) = lease.renew(self.ttl) {
                 tracing::warn!(collection, error = %e, "renewing a snapshot lease");
             }
         }

@@ -96,6 +96,7 @@ mod tests {
             metric: Default::default(),
             id_type: Default::default(),
             payload_fields: Default::default(),
+            shards: 1,
         }
     }
 

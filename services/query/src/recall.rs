@@ -134,6 +134,7 @@ impl RecallEstimator {
                 .get_or_insert_with(|| {
                     Arc::new(Collection::pinned(
                         CollectionDef::clone(&live.def()),
+                        live.shards(),
                         live.snapshot(),
                     ))
                 })

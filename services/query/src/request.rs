@@ -165,6 +165,9 @@ pub struct SearchParams {
     pub filter: Option<Value>,
     /// Payload fields to return.
     pub with_payload: PayloadSelector,
+    /// Answer from the shards at hand when some cannot be reached, marked
+    /// partial (default: such a search fails with 503).
+    pub allow_partial: bool,
 }
 
 impl Default for SearchParams {
@@ -178,6 +181,7 @@ impl Default for SearchParams {
             rescore: true,
             filter: None,
             with_payload: PayloadSelector::None,
+            allow_partial: false,
         }
     }
 }
@@ -277,6 +281,11 @@ pub struct SearchRequestJson {
     /// A pinned snapshot's token.
     #[serde(default)]
     snapshot: Option<String>,
+    /// On a split collection, answer from the shards at hand when others
+    /// cannot be reached, marked partial with the missing shards named
+    /// (default: fail with 503).
+    #[serde(default)]
+    allow_partial: bool,
 }
 
 /// The parts of a [`SearchRequestJson`].
@@ -318,6 +327,7 @@ impl SearchRequestJson {
             rescore: self.rescore.unwrap_or(true),
             filter: self.filter.filter(|f| !f.is_null()),
             with_payload: selector(self.with_payload)?,
+            allow_partial: self.allow_partial,
         };
         params.validate()?;
         Ok(ParsedJson {
@@ -360,6 +370,7 @@ pub fn from_proto(o: Option<SearchOptions>) -> Result<SearchRequest, ApiError> {
         rescore: o.rescore.unwrap_or(true),
         filter,
         with_payload,
+        allow_partial: o.allow_partial,
     };
     params.validate()?;
     Ok(SearchRequest {

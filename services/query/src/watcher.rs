@@ -1,5 +1,7 @@
 //! The manifest watcher of a collection: polls the store, loads a newer
-//! version's files and installs the snapshot, all off the runtime.
+//! version's files and installs the snapshot, all off the runtime. A split
+//! collection is watched over the chains of the shards this node serves:
+//! a newer version of any of them loads a snapshot of all of them.
 
 use std::sync::Arc;
 
@@ -17,14 +19,25 @@ pub(crate) async fn watch_manifests(engine: Arc<Engine>, collection: Arc<Collect
         let (store, current) = (engine.store().clone(), collection.snapshot());
         let ready = collection.snapshot_ready();
         let def = collection.def().clone();
+        let shards = collection.shards().to_vec();
         let loaded =
             tokio::task::spawn_blocking(move || -> eddy_manifest::Result<Option<Snapshot>> {
-                let manifest = store.latest_manifest(&def.name)?;
-                if ready && manifest.version <= current.version {
+                let mut manifests = Vec::with_capacity(shards.len());
+                for shard in shards {
+                    manifests.push((shard, store.latest_manifest(&def.chain(shard))?));
+                }
+                let unchanged = manifests.iter().all(|(_, m)| {
+                    current
+                        .chains
+                        .get(&m.collection)
+                        .is_some_and(|v| m.version <= *v)
+                });
+                if ready && unchanged {
                     return Ok(None);
                 }
-                Ok(Some(Snapshot::load(
-                    &store, &def, &manifest, &current, residency,
+                let manifests: Vec<_> = manifests.iter().map(|(s, m)| (*s, m)).collect();
+                Ok(Some(Snapshot::load_shards(
+                    &store, &def, &manifests, &current, residency,
                 )?))
             })
             .await;

@@ -86,6 +86,10 @@ pub struct SearchOptions {
     /// of the live collection; empty = live.
     #[prost(string, tag = "10")]
     pub snapshot: ::prost::alloc::string::String,
+    /// Answer from the shards this node reaches when others cannot be
+    /// reached, marked partial with the missing shards named (default: fail).
+    #[prost(bool, tag = "11")]
+    pub allow_partial: bool,
 }
 /// DoGet ticket: one or more query vectors against one collection.
 #[derive(Clone, PartialEq, ::prost::Message)]

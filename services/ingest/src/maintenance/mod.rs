@@ -160,13 +160,16 @@ impl Maintenance {
         }
     }
 
-    /// One pass: garbage collection when due, then for each collection a
-    /// merge if one is due, else the index of its oldest unindexed segment.
+    /// One pass: garbage collection when due, then for each collection's
+    /// manifest chain a merge if one is due, else the index of its oldest
+    /// unindexed segment.
     /// Returns whether any job ran.
     fn pass(&self, progress: &mut Progress, stop: &AtomicBool) -> bool {
         fail::fail_point!("maintenance::pass");
-        let collections = match self.store.collections() {
-            Ok(c) => c,
+        // Each manifest chain (a split collection has one per shard) has
+        // its own merges, index builds and garbage.
+        let collections: Vec<CollectionDef> = match self.store.collections() {
+            Ok(c) => c.iter().flat_map(CollectionDef::chain_defs).collect(),
             Err(e) => {
                 warn!(error = %e, "maintenance: listing collections");
                 Vec::new()

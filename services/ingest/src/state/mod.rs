@@ -3,6 +3,7 @@
 //! published segment.
 
 mod seal;
+mod shards;
 mod stop;
 
 use std::collections::BTreeMap;
@@ -21,6 +22,7 @@ use crate::id_rows::IdRows;
 use crate::metrics::IngestMetrics;
 
 pub use seal::SealOutcome;
+pub use shards::ShardStates;
 pub(crate) use stop::now_ms;
 pub use stop::StopReason;
 use stop::Stopped;

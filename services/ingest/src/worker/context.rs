@@ -15,7 +15,7 @@ use tracing::{error, warn};
 use super::offsets::pause_partitions;
 use crate::dlq::DeadLetters;
 use crate::error::{Error, Result};
-use crate::state::{CollectionState, SealOutcome};
+use crate::state::{SealOutcome, ShardStates};
 
 /// How long a rebalance waits for a partition's watermarks.
 const WATERMARK_TIMEOUT: Duration = Duration::from_secs(5);
@@ -26,7 +26,7 @@ const DEAD_LETTER_WAIT: Duration = Duration::from_secs(2);
 /// failure of a callback (returned by the poll loop).
 pub(crate) struct IngestContext {
     topic: String,
-    pub(super) state: Mutex<CollectionState>,
+    pub(super) state: Mutex<ShardStates>,
     pub(super) dlq: DeadLetters,
     failure: Mutex<Option<Error>>,
 }
@@ -35,7 +35,7 @@ impl ClientContext for IngestContext {}
 
 impl IngestContext {
     /// A context for `topic` over `state`.
-    pub(super) fn new(topic: String, state: CollectionState, dlq: DeadLetters) -> Self {
+    pub(super) fn new(topic: String, state: ShardStates, dlq: DeadLetters) -> Self {
         Self {
             topic,
             state: Mutex::new(state),

@@ -24,7 +24,7 @@ use crate::config::IngestConfig;
 use crate::dlq::DeadLetters;
 use crate::error::{Error, Result};
 use crate::metrics::IngestMetrics;
-use crate::state::{Applied, CollectionState};
+use crate::state::{Applied, ShardStates};
 use backpressure::{set_paused, Backpressure, PauseGate};
 use context::IngestContext;
 use unassigned::{UnassignedWatch, UNASSIGNED_WARN_SECS};
@@ -82,6 +82,8 @@ pub(crate) fn run_worker(
 struct Worker {
     consumer: BaseConsumer<IngestContext>,
     name: String,
+    /// The collection's manifest chains (one per shard).
+    chains: Vec<String>,
     topic: String,
     metrics: IngestMetrics,
     backpressure: Backpressure,
@@ -105,7 +107,8 @@ impl Worker {
     ) -> Result<Self> {
         let topic = def.topic.clone();
         let name = def.name.clone();
-        let mut state = CollectionState::new(def, store, config.seal_policy(), metrics.clone())?;
+        let chains = def.chains();
+        let mut state = ShardStates::new(def, &store, config.seal_policy(), &metrics)?;
         let kafka = config.kafka()?;
         match eddy_kafka::topic_gaps(&kafka, &topic, TOPIC_CONFIG_TIMEOUT) {
             Ok(gaps) => state.set_gaps(gaps),
@@ -132,6 +135,7 @@ impl Worker {
         Ok(Self {
             consumer,
             name,
+            chains,
             topic,
             metrics,
             backpressure: Backpressure::new(config.max_unindexed_rows),
@@ -160,11 +164,12 @@ impl Worker {
     /// wait for their graph (backpressure) or dead letters cannot be
     /// written. Stopped partitions stay paused either way.
     fn apply_pause(&mut self) {
-        let unindexed = self
-            .metrics
-            .unindexed_rows
-            .with_label_values(&[&self.name])
-            .get();
+        // Maintenance reports unindexed rows per manifest chain (per shard).
+        let unindexed: i64 = self
+            .chains
+            .iter()
+            .map(|c| self.metrics.unindexed_rows.with_label_values(&[c]).get())
+            .sum();
         let backpressure = self.backpressure.wants(unindexed.max(0) as u64);
         let blocked = self.context().dlq.poll();
         self.metrics

@@ -108,11 +108,7 @@ impl Worker {
     /// again from the resumed offset, and fetches from there.
     pub(super) fn restart_resumed(&self) -> Result<()> {
         let ctx = self.context();
-        let resumed = {
-            let state = ctx.state.lock();
-            let latest = state.latest_manifest()?;
-            state.resumed_since_taken(&latest)
-        };
+        let resumed = ctx.state.lock().resumed()?;
         if resumed.is_empty() {
             return Ok(());
         }

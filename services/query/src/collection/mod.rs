@@ -115,6 +115,10 @@ pub struct Collection {
     /// indexed payload field added); name, dimension, metric, id type and
     /// topic never change.
     def: RwLock<Arc<CollectionDef>>,
+    /// The shards this node serves (all of them unless `--shards` says
+    /// otherwise), ascending: their chains make up the snapshot, their
+    /// partitions the tail.
+    shards: Vec<u32>,
     served: RwLock<Served>,
     /// Woken whenever the tail applies events or a snapshot is installed.
     changed: tokio::sync::Notify,
@@ -130,14 +134,25 @@ pub struct Collection {
 }
 
 impl Collection {
-    /// A collection with nothing loaded yet.
+    /// A collection with nothing loaded yet, serving every shard.
     pub fn new(def: CollectionDef) -> Self {
+        let all: Vec<u32> = (0..def.shards.max(1)).collect();
+        Self::serving(def, all)
+    }
+
+    /// A collection with nothing loaded yet, serving `shards` of it (those
+    /// past its shard count are ignored).
+    pub fn serving(def: CollectionDef, shards: impl IntoIterator<Item = u32>) -> Self {
+        let mut shards: Vec<u32> = shards.into_iter().filter(|s| *s < def.shards).collect();
+        shards.sort_unstable();
+        shards.dedup();
         let tail = Growing::new(def.dimension as usize, def.metric, def.id_type)
             .with_quantized_scan(SCAN_CODES_FROM_ROWS)
             .with_touch_journal();
         Self {
             name: def.name.clone(),
             def: RwLock::new(Arc::new(def)),
+            shards,
             served: RwLock::new(Served {
                 snapshot: Arc::new(Snapshot::default()),
                 tail,
@@ -155,8 +170,8 @@ impl Collection {
 
     /// A collection frozen at `snapshot`: its sealed segments and no tail,
     /// ready at once, never changing (a pinned snapshot, see `pins`).
-    pub fn pinned(def: CollectionDef, snapshot: Arc<Snapshot>) -> Self {
-        let pinned = Self::new(def);
+    pub fn pinned(def: CollectionDef, shards: &[u32], snapshot: Arc<Snapshot>) -> Self {
+        let pinned = Self::serving(def, shards.iter().copied());
         pinned.served.write().snapshot = snapshot;
         pinned.snapshot_ready.store(true, Ordering::Release);
         pinned.tail_ready.store(true, Ordering::Release);
@@ -169,7 +184,7 @@ impl Collection {
     /// shared.
     pub fn frozen(&self) -> Self {
         let served = self.served.read();
-        let frozen = Self::new(CollectionDef::clone(&self.def()));
+        let frozen = Self::serving(CollectionDef::clone(&self.def()), self.shards.clone());
         *frozen.served.write() = Served {
             snapshot: served.snapshot.clone(),
             tail: served.tail.clone(),
@@ -183,6 +198,23 @@ impl Collection {
             .tail_full
             .store(self.is_tail_full(), Ordering::Release);
         frozen
+    }
+
+    /// The shards this node serves, ascending.
+    pub fn shards(&self) -> &[u32] {
+        &self.shards
+    }
+
+    /// The shards of the collection this node does not serve (a search
+    /// asks other nodes for them).
+    pub fn missing_shards(&self) -> Vec<u32> {
+        let all = self.def().shards;
+        (0..all).filter(|s| !self.shards.contains(s)).collect()
+    }
+
+    /// Whether this node serves `partition` (its shard is one it serves).
+    pub fn serves_partition(&self, partition: u32) -> bool {
+        self.shards.contains(&self.def.read().shard_of(partition))
     }
 
     /// Its definition now.
@@ -357,6 +389,13 @@ impl Collection {
         }
         for (p, reason) in &self.served.read().stale {
             why.push(format!("partition {p} is stale: {}", reason.as_str()));
+        }
+        let missing = self.missing_shards();
+        if !missing.is_empty() {
+            why.push(format!(
+                "partial: shards {missing:?} are not served here; the answer covers shards {:?}",
+                self.shards
+            ));
         }
         why
     }

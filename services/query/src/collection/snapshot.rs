@@ -18,6 +18,9 @@ use roaring::RoaringBitmap;
 pub struct LoadedSegment {
     /// The manifest's entry.
     pub entry: SegmentEntry,
+    /// The shard whose manifest chain lists it (0 for an unsplit
+    /// collection).
+    pub shard: u32,
     /// The mapped file.
     pub segment: Arc<Segment>,
     /// Deleted rows.
@@ -51,11 +54,15 @@ fn indexed_fields(segment: &Segment) -> BTreeMap<String, FieldType> {
     }
 }
 
-/// One manifest version, loaded.
+/// One manifest version, loaded; for a split collection, one version of
+/// each served shard's chain, together.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    /// Manifest version (0 = nothing sealed).
+    /// Manifest version (0 = nothing sealed); for a split collection the
+    /// sum of its chains' versions (it grows with every publish of any).
     pub version: u64,
+    /// Per manifest chain loaded, its version.
+    pub chains: BTreeMap<String, u64>,
     /// The segments the manifest lists, largest first (searching the
     /// largest first gives the others a tighter bound).
     pub segments: Vec<LoadedSegment>,
@@ -80,11 +87,12 @@ pub struct Quarantined {
 fn open_checked(
     store: &Store,
     def: &CollectionDef,
+    chain: &str,
     entry: &SegmentEntry,
     residency: Residency,
 ) -> Result<Segment, String> {
     let path = store
-        .fetch_segment(&def.name, &entry.id)
+        .fetch_segment(chain, &entry.id)
         .map_err(|e| e.to_string())?;
     let segment = Segment::open_with(&path, residency).map_err(|e| e.to_string())?;
     let mismatch = |what: &str, got: String, want: String| {
@@ -139,6 +147,42 @@ impl Snapshot {
         previous: &Snapshot,
         residency: Residency,
     ) -> eddy_manifest::Result<Snapshot> {
+        Self::load_shards(store, def, &[(0, manifest)], previous, residency)
+    }
+
+    /// Loads one manifest per served shard (`(shard, its chain's manifest)`)
+    /// as one snapshot: their segments together (each knowing its shard)
+    /// and their partitions' cut-offs (shards never share a partition).
+    /// Errors as [`Snapshot::load`].
+    pub fn load_shards(
+        store: &Store,
+        def: &CollectionDef,
+        manifests: &[(u32, &Manifest)],
+        previous: &Snapshot,
+        residency: Residency,
+    ) -> eddy_manifest::Result<Snapshot> {
+        let mut out = Snapshot::default();
+        for (shard, manifest) in manifests {
+            let one = Self::load_chain(store, def, *shard, manifest, previous, residency)?;
+            out.version += one.version;
+            out.chains.insert(manifest.collection.clone(), one.version);
+            out.segments.extend(one.segments);
+            out.cutoffs.extend(one.cutoffs);
+            out.quarantined.extend(one.quarantined);
+        }
+        out.segments
+            .sort_by_key(|s| std::cmp::Reverse(s.entry.rows));
+        Ok(out)
+    }
+
+    fn load_chain(
+        store: &Store,
+        def: &CollectionDef,
+        shard: u32,
+        manifest: &Manifest,
+        previous: &Snapshot,
+        residency: Residency,
+    ) -> eddy_manifest::Result<Snapshot> {
         if store.is_remote() {
             fetch_new_files(store, manifest, previous)?;
         }
@@ -148,7 +192,9 @@ impl Snapshot {
             let old = previous.segments.iter().find(|s| s.entry.id == entry.id);
             let segment = match old {
                 Some(s) => Ok(s.segment.clone()),
-                None => open_checked(store, def, entry, residency).map(Arc::new),
+                None => {
+                    open_checked(store, def, &manifest.collection, entry, residency).map(Arc::new)
+                }
             };
             let deleted = match (old, &entry.deletes) {
                 (Some(s), _) if s.entry.deletes == entry.deletes => Ok(s.deleted.clone()),
@@ -196,6 +242,7 @@ impl Snapshot {
             };
             segments.push(LoadedSegment {
                 entry: entry.clone(),
+                shard,
                 segment,
                 deleted,
                 index,
@@ -203,9 +250,9 @@ impl Snapshot {
                 indexed_fields,
             });
         }
-        segments.sort_by_key(|s| std::cmp::Reverse(s.entry.rows));
         Ok(Snapshot {
             version: manifest.version,
+            chains: BTreeMap::new(),
             segments,
             cutoffs: manifest
                 .partitions

@@ -350,6 +350,7 @@ mod tests {
                     offset_ranges: BTreeMap::new(),
                     index: None,
                 },
+                shard: 0,
                 segment,
                 deleted: Arc::new(deleted),
                 index: None,

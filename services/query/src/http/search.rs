@@ -35,6 +35,9 @@ struct SearchAnswer<'a> {
     /// Why the answer may miss published events (absent when it cannot).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     stale: Vec<String>,
+    /// Shards of a split collection the answer leaves out (`allow_partial`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    missing_shards: Vec<u32>,
     took_ms: f64,
 }
 
@@ -51,6 +54,8 @@ struct BatchAnswer<'a> {
     offsets: &'a BTreeMap<u32, i64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     stale: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    missing_shards: Vec<u32>,
     took_ms: f64,
 }
 
@@ -109,6 +114,7 @@ pub(super) async fn search(
             result: result.hits.first().map_or(&[], Vec::as_slice),
             offsets: &result.offsets,
             stale: collection.staleness(),
+            missing_shards: collection.missing_shards(),
             took_ms: started.elapsed().as_secs_f64() * 1e3,
         })
         .into_response())
@@ -214,6 +220,7 @@ pub(super) async fn search_batch(
             results: all.hits.iter().map(|h| BatchEntry { result: h }).collect(),
             offsets: &all.offsets,
             stale: collection.staleness(),
+            missing_shards: collection.missing_shards(),
             took_ms: started.elapsed().as_secs_f64() * 1e3,
         })
         .into_response())

@@ -47,7 +47,8 @@ struct Tail<'c> {
     consumer: &'c BaseConsumer,
     metrics: QueryMetrics,
     topic: String,
-    partitions: u32,
+    /// The partitions it follows: those of the shards this node serves.
+    partitions: Vec<u32>,
     gaps: Gaps,
     /// Per stale partition, the snapshot cut-off when it went stale: a
     /// different cut-off (an operator resumed it, or ingest sealed past
@@ -77,6 +78,14 @@ pub fn run_tail(
     if partitions == 0 {
         return;
     }
+    let partitions: Vec<u32> = (0..partitions)
+        .filter(|p| collection.serves_partition(*p))
+        .collect();
+    if partitions.is_empty() {
+        // This node serves none of the collection's shards.
+        collection.set_tail_ready();
+        return;
+    }
     let gaps = match eddy_kafka::topic_gaps(kafka, &topic, Duration::from_secs(5)) {
         Ok(gaps) => gaps,
         Err(e) => {
@@ -98,7 +107,7 @@ pub fn run_tail(
         return;
     }
     collection.set_tail_ready();
-    info!(collection = %name, topic = %tail.topic, partitions, "tail started");
+    info!(collection = %name, topic = %tail.topic, partitions = ?tail.partitions, "tail started");
     tail.run();
     info!(collection = %name, "tail stopped");
 }
@@ -168,7 +177,7 @@ impl Tail<'_> {
     /// failure is logged); `None` once the tail is stopped.
     fn read_log_ranges(&self) -> Option<BTreeMap<u32, (i64, i64)>> {
         let mut logs = BTreeMap::new();
-        for p in 0..self.partitions {
+        for &p in &self.partitions {
             loop {
                 if self.collection.is_stopped() {
                     return None;

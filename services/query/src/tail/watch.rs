@@ -21,7 +21,7 @@ impl Tail<'_> {
         let name = self.collection.name().to_owned();
         self.restart_moved();
         let visible = self.collection.visible_offsets();
-        for p in 0..self.partitions {
+        for p in self.partitions.clone() {
             let range = self
                 .consumer
                 .fetch_watermarks(&self.topic, p as i32, WATERMARK_TIMEOUT);

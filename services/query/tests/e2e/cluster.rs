@@ -174,6 +174,18 @@ impl Cluster {
         query_args: &[&str],
         store_args: &[String],
     ) -> Cluster {
+        Self::start_split(collection, partitions, 1, secured, query_args, store_args).await
+    }
+
+    /// Like [`Cluster::start_on`], the collection split into `shards`.
+    pub async fn start_split(
+        collection: &str,
+        partitions: u32,
+        shards: u32,
+        secured: Option<Secured>,
+        query_args: &[&str],
+        store_args: &[String],
+    ) -> Cluster {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
                 tracing_subscriber::EnvFilter::try_from_default_env()
@@ -231,8 +243,9 @@ impl Cluster {
             (Broker::Plain(t), _) => (t.bootstrap(), Vec::new()),
         };
         let store = tempfile::tempdir().expect("tmp store");
-        let spec =
-            format!("name={collection},dim={DIM},metric=l2,field.kind=keyword,field.i=integer");
+        let spec = format!(
+            "name={collection},dim={DIM},metric=l2,shards={shards},field.kind=keyword,field.i=integer"
+        );
         let dir = store.path().to_str().expect("utf-8 path").to_owned();
         // A store of their own gives each service its own cache directory:
         // nothing is shared on disk.
@@ -511,24 +524,29 @@ impl Cluster {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let m = self.ingest_metrics().await;
-            let unindexed = metric_sum(
-                &m,
-                "eddy_ingest_unindexed_rows",
-                &[("collection", collection)],
-            );
-            let manifest = self
-                .open_store()
-                .latest_manifest(collection)
-                .expect("manifest");
-            let indexed = manifest
-                .segments
-                .iter()
-                .filter(|s| s.index.is_some())
-                .count() as u64;
+            let store = self.open_store();
+            let def = store
+                .collection(collection)
+                .expect("store")
+                .expect("collection");
+            // A split collection: every shard's chain (its version in the
+            // served snapshot is the sum of the chains').
+            let (mut unindexed, mut indexed, mut version) = (0.0, 0, 0);
+            for chain in def.chains() {
+                unindexed +=
+                    metric_sum(&m, "eddy_ingest_unindexed_rows", &[("collection", &chain)]);
+                let manifest = store.latest_manifest(&chain).expect("manifest");
+                indexed += manifest
+                    .segments
+                    .iter()
+                    .filter(|s| s.index.is_some())
+                    .count() as u64;
+                version += manifest.version;
+            }
             let info = self.info(collection).await;
             if unindexed == 0.0
                 && indexed > 0
-                && info["status"]["manifest_version"].as_u64() >= Some(manifest.version)
+                && info["status"]["manifest_version"].as_u64() >= Some(version)
                 && info["status"]["indexed_segments"].as_u64() >= Some(indexed)
             {
                 return indexed;

@@ -23,6 +23,7 @@ mod pyarrow_client;
 mod quarantine;
 mod recall;
 mod security;
+mod shards;
 mod tail_bound;
 mod tail_stale;
 
@@ -145,6 +146,38 @@ async fn secured_cluster() {
     security::dropping_collections_and_flight_actions(&cluster).await;
     eprintln!("step: limits_hold");
     limits::limits_hold(&cluster, SECURED).await;
+    cluster.stop().await;
+}
+
+/// A collection split into two shards over four partitions: each shard's
+/// chain holds its own partitions, one node serves both exactly, and a
+/// node serving one refuses a whole answer or answers its shard, partial.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_collection_cluster() {
+    const SPLIT: &str = "split";
+    let cluster = Cluster::start_split(SPLIT, 4, 2, None, &[], &[]).await;
+    let mut points: BTreeMap<u64, Vec<f32>> = BTreeMap::new();
+    let mut partition_of = BTreeMap::new();
+    for id in 0..240 {
+        let v = vector(id);
+        let (partition, _) = cluster
+            .upsert(id, &v, json!({"kind": format!("k{}", id % 3), "i": id}))
+            .await;
+        points.insert(id, v);
+        partition_of.insert(id, partition as u32);
+    }
+    cluster.wait_count(SPLIT, 240).await;
+    cluster.wait_sealed(SPLIT).await;
+    let indexed = cluster.wait_indexed(SPLIT).await;
+    eprintln!("step: {indexed} segments indexed over 2 shards");
+    shards::split_collection_is_served_whole_and_by_shard(
+        &cluster,
+        SPLIT,
+        2,
+        &points,
+        &partition_of,
+    )
+    .await;
     cluster.stop().await;
 }
 

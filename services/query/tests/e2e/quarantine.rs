@@ -83,6 +83,7 @@ async fn damaged_and_mismatched_segments_are_quarantined_and_the_rest_served() {
         metric: Metric::L2,
         id_type: IdType::U64,
         payload_fields: BTreeMap::new(),
+        shards: 1,
     };
     store.create_collection(&def).expect("collection");
     seal(&store, &def, 2, 0..10);

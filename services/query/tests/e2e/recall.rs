@@ -39,6 +39,7 @@ async fn the_estimate_is_within_two_points_of_ground_truth() {
         metric: Metric::L2,
         id_type: IdType::U64,
         payload_fields: BTreeMap::new(),
+        shards: 1,
     };
     store.create_collection(&def).expect("collection");
     let rows: Vec<(u64, Vec<f32>)> = (0..POINTS)
