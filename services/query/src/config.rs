@@ -11,6 +11,8 @@ use eddy_segment::Residency;
 
 use crate::auth::{ApiKeys, KeysError, SecretKey};
 use crate::engine::EngineOptions;
+use crate::error::Error;
+use crate::fanout::PeerOptions;
 use crate::policy::CollectionPolicy;
 
 /// eddy-query settings.
@@ -39,6 +41,25 @@ pub struct QueryConfig {
     /// `allow_partial` answers from these, marked partial.
     #[arg(long, env = "EDDY_SHARDS", value_delimiter = ',')]
     pub shards: Option<Vec<u32>>,
+
+    /// Flight URLs of the other query nodes (`http://host:50051`, or
+    /// `https://` with `--peer-ca-file`): a search on a split collection
+    /// fans out to those serving the shards this node does not.
+    #[arg(long, env = "EDDY_PEERS", value_delimiter = ',')]
+    pub peers: Vec<String>,
+
+    /// A file holding the API key (read scope) this node presents to its
+    /// peers, when they want keys.
+    #[arg(long, env = "EDDY_PEER_KEY_FILE")]
+    pub peer_key_file: Option<PathBuf>,
+
+    /// The CA certificate (PEM) that signed the peers' TLS certificates.
+    #[arg(long, env = "EDDY_PEER_CA_FILE")]
+    pub peer_ca_file: Option<PathBuf>,
+
+    /// How often the peers are asked which shards they serve (ms).
+    #[arg(long, env = "EDDY_PEER_REFRESH_MS", default_value_t = 1_000)]
+    pub peer_refresh_ms: u64,
 
     /// How often to look for a new manifest version (ms).
     #[arg(long, env = "EDDY_MANIFEST_POLL_MS", default_value_t = 200)]
@@ -189,13 +210,33 @@ impl QueryConfig {
         )
     }
 
+    /// How to reach the peers: reads the key and CA files.
+    pub fn peer_options(&self) -> std::io::Result<PeerOptions> {
+        let key = match &self.peer_key_file {
+            Some(path) => Some(std::fs::read_to_string(path)?.trim().to_owned()),
+            None => None,
+        };
+        let ca_pem = match &self.peer_ca_file {
+            Some(path) => Some(std::fs::read(path)?),
+            None => None,
+        };
+        Ok(PeerOptions {
+            urls: self.peers.clone(),
+            key,
+            ca_pem,
+            refresh: Duration::from_millis(self.peer_refresh_ms.max(50)),
+            timeout: Duration::from_millis(self.request_timeout_ms.max(1)),
+        })
+    }
+
     /// Which collections the API may create.
     pub fn collection_policy(&self) -> CollectionPolicy {
         CollectionPolicy::new(self.topic_allow.clone(), self.max_collections)
     }
 
-    /// The engine's options; fails on a Kafka property eddy refuses.
-    pub fn engine_options(&self) -> Result<EngineOptions, ProtectedProperty> {
+    /// The engine's options; fails on a Kafka property eddy refuses, or
+    /// an unreadable peer key or CA file.
+    pub fn engine_options(&self) -> Result<EngineOptions, Error> {
         Ok(EngineOptions {
             kafka: self.kafka()?,
             search_threads: self.search_threads(),
@@ -212,6 +253,9 @@ impl QueryConfig {
             recall_sample_rate: self.recall_sample_rate,
             policy: self.collection_policy(),
             shards: self.shards.clone(),
+            peers: self.peer_options().map_err(|e| {
+                Error::Peers(format!("reading --peer-key-file or --peer-ca-file: {e}"))
+            })?,
         })
     }
 }

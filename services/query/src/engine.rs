@@ -16,6 +16,7 @@ use crate::admission::{Admission, RequestSlots};
 use crate::collection::Collection;
 use crate::cpu::{guarded, SearchPool};
 use crate::error::ApiError;
+use crate::fanout::{Gathered, PeerOptions, Peers};
 use crate::metrics::QueryMetrics;
 use crate::pins::{PinInfo, Pins};
 use crate::policy::CollectionPolicy;
@@ -65,6 +66,8 @@ pub struct EngineOptions {
     /// Shards of each split collection served here (`--shards`); `None` =
     /// all.
     pub shards: Option<Vec<u32>>,
+    /// The other query nodes searches fan out to (`--peers`).
+    pub peers: PeerOptions,
 }
 
 /// Pinned snapshots held at most.
@@ -84,6 +87,9 @@ pub struct Engine {
     pub pins: Pins,
     /// The online recall estimate.
     pub recall: RecallEstimator,
+    /// The nodes serving the shards this one does not (none configured:
+    /// no fan-out).
+    peers: Option<Arc<Peers>>,
     opts: EngineOptions,
 }
 
@@ -93,8 +99,15 @@ impl Engine {
         store: Store,
         metrics: QueryMetrics,
         opts: EngineOptions,
-    ) -> Result<Arc<Self>, rayon::ThreadPoolBuildError> {
+    ) -> Result<Arc<Self>, crate::error::Error> {
         let pool = SearchPool::new(opts.search_threads)?;
+        let peers = if opts.peers.urls.is_empty() {
+            None
+        } else {
+            Some(Arc::new(
+                Peers::new(&opts.peers).map_err(|e| crate::error::Error::Peers(e.to_string()))?,
+            ))
+        };
         let admission = Admission::new(
             opts.max_queued_queries,
             metrics.queued_queries.with_label_values::<&str>(&[]),
@@ -113,8 +126,14 @@ impl Engine {
             requests: RequestSlots::new(opts.max_concurrent_requests),
             pins: Pins::new(opts.snapshot_ttl, MAX_PINNED_SNAPSHOTS, opts.max_tail_bytes),
             recall,
+            peers,
             opts,
         }))
+    }
+
+    /// The peers searches fan out to, if any are configured.
+    pub fn peers(&self) -> Option<&Arc<Peers>> {
+        self.peers.as_ref()
     }
 
     /// The store.
@@ -358,14 +377,14 @@ impl Engine {
         search: &Arc<PreparedSearch>,
         queries: QueryBatch,
     ) -> Result<BatchResult, ApiError> {
-        let missing = collection.missing_shards();
-        if !missing.is_empty() && !search.params.allow_partial {
-            return Err(ApiError::Unavailable(format!(
-                "collection {:?} has {} shards and this node serves {:?} (--shards); no node serving shards {missing:?} is reachable: ask a node that serves them, or pass allow_partial for an answer from the shards at hand, marked partial",
-                collection.name(),
-                collection.def().shards,
-                collection.shards(),
-            )));
+        // A fan-out leg searches its shards here; any other search of a
+        // split collection asks peers for the shards this node lacks.
+        let missing = match &search.only_shards {
+            Some(_) => Vec::new(),
+            None => collection.missing_shards(),
+        };
+        if !missing.is_empty() && self.peers.is_none() && !search.params.allow_partial {
+            return Err(self.shards_unreachable(collection, &missing));
         }
         if !search.min_offsets.is_empty() {
             // Partitions of missing shards cannot be waited for here.
@@ -380,11 +399,42 @@ impl Engine {
         let n = queries.len();
         let _admitted = self.admission.admit(n)?;
         let segments = collection.segment_count() as f64;
-        let result = if n <= INLINE_MAX_QUERIES && !search.params.exact {
-            guarded(|| collection.search(&queries, 0..n, search))?
-        } else {
-            self.search_on_pool(collection, search, queries).await?
+        let remote = async {
+            match (&self.peers, missing.is_empty()) {
+                (Some(peers), false) => {
+                    let def = collection.def();
+                    peers
+                        .search(collection.name(), def.shards, &missing, search, &queries)
+                        .await
+                }
+                _ => Ok(Gathered {
+                    missing: missing.clone(),
+                    ..Gathered::default()
+                }),
+            }
         };
+        let local = async {
+            if n <= INLINE_MAX_QUERIES && !search.params.exact {
+                guarded(|| collection.search(&queries, 0..n, search))
+            } else {
+                self.search_on_pool(collection, search, queries.clone())
+                    .await
+            }
+        };
+        // The legs go out first; the local search runs while they travel.
+        let (gathered, local) = tokio::join!(remote, local);
+        let (gathered, mut result) = (gathered?, local?);
+        if !gathered.missing.is_empty() && !search.params.allow_partial {
+            return Err(self.shards_unreachable(collection, &gathered.missing));
+        }
+        if !missing.is_empty() {
+            merge_legs(
+                &mut result,
+                gathered,
+                search.params.k,
+                collection.def().metric,
+            );
+        }
         let hist = self
             .metrics
             .segments_searched
@@ -393,6 +443,20 @@ impl Engine {
             hist.observe(segments);
         }
         Ok(result)
+    }
+
+    /// The error of a search whose `missing` shards no node answered for.
+    fn shards_unreachable(&self, collection: &Collection, missing: &[u32]) -> ApiError {
+        let peers = match &self.peers {
+            None => "no --peers are configured",
+            Some(_) => "no peer serving them answered",
+        };
+        ApiError::Unavailable(format!(
+            "collection {:?} has {} shards and this node serves {:?} (--shards); shards {missing:?}: {peers}. Ask a node that serves them, or pass allow_partial for an answer from the shards at hand, marked partial",
+            collection.name(),
+            collection.def().shards,
+            collection.shards(),
+        ))
     }
 
     /// Runs CPU work other than a search (a scan, a filtered count) on the
@@ -454,6 +518,25 @@ impl Engine {
     }
 }
 
+/// Merges the hits peers `gathered` into `result`: per query the best `k`
+/// of both (scores compared as `metric` orders them), the peers'
+/// partitions' offsets added, and the shards nobody answered for recorded.
+fn merge_legs(result: &mut BatchResult, gathered: Gathered, k: usize, metric: eddy_model::Metric) {
+    for (hits, more) in result.hits.iter_mut().zip(gathered.hits) {
+        hits.extend(more);
+        // `reported` flips L2 back to "higher is closer"; stable, so ties
+        // keep the local hits first.
+        hits.sort_by(|a, b| {
+            metric
+                .reported(b.score)
+                .total_cmp(&metric.reported(a.score))
+        });
+        hits.truncate(k);
+    }
+    result.offsets.extend(gathered.offsets);
+    result.add_missing(gathered.missing);
+}
+
 /// Runs `work`, answering [`ApiError::Timeout`] if it takes longer than
 /// `limit`. Work already on a search thread finishes there (bounded by the
 /// request caps); work still queued is skipped ([`crate::cpu`]).
@@ -481,6 +564,53 @@ pub async fn store_io<T: Send + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn hit(id: u64, score: f32) -> crate::results::Hit {
+        crate::results::Hit {
+            id: eddy_model::PointId::Num(id),
+            score,
+            payload: None,
+        }
+    }
+
+    /// Legs' hits merge with the local ones in the metric's order (L2:
+    /// lowest distance first), the offsets of their partitions join the
+    /// local ones, and shards nobody answered for are recorded.
+    #[test]
+    fn legs_merge_into_one_top_k() {
+        let ids = |r: &BatchResult| -> Vec<Vec<u64>> {
+            r.hits
+                .iter()
+                .map(|h| {
+                    h.iter()
+                        .map(|h| match h.id {
+                            eddy_model::PointId::Num(n) => n,
+                            _ => u64::MAX,
+                        })
+                        .collect()
+                })
+                .collect()
+        };
+        for (metric, want) in [
+            (eddy_model::Metric::L2, vec![4, 1, 3]),
+            (eddy_model::Metric::Cosine, vec![2, 3, 1]),
+        ] {
+            let mut result = BatchResult {
+                hits: vec![vec![hit(1, 1.0), hit(2, 3.0)]],
+                offsets: BTreeMap::from([(0, 5)]),
+                missing_shards: Vec::new(),
+            };
+            let gathered = Gathered {
+                hits: vec![vec![hit(3, 2.0), hit(4, 0.5)]],
+                offsets: BTreeMap::from([(1, 7)]),
+                missing: vec![2],
+            };
+            merge_legs(&mut result, gathered, 3, metric);
+            assert_eq!(ids(&result), vec![want], "{metric:?}");
+            assert_eq!(result.offsets, BTreeMap::from([(0, 5), (1, 7)]));
+            assert_eq!(result.missing_shards, vec![2]);
+        }
+    }
 
     #[tokio::test(start_paused = true)]
     async fn work_past_the_limit_is_a_timeout() {

@@ -53,6 +53,10 @@ pub enum Error {
     /// The configuration could not be completed (the Kafka secrets file).
     #[error(transparent)]
     Config(#[from] eddy_config::Error),
+    /// The peers (`--peers`) cannot be set up: an unusable URL, or an
+    /// unreadable key or CA file.
+    #[error("peers: {0}")]
+    Peers(String),
 }
 
 /// An API error: a closed set of kinds, each with a message for the user.

@@ -339,7 +339,11 @@ impl FlightService for EddyFlight {
                 &result.hits,
                 0,
             )?;
-            let answer = Answer::new(batch, &result.offsets, collection.staleness());
+            let answer = Answer::new(
+                batch,
+                &result.offsets,
+                collection.search_staleness(&result.missing_shards),
+            );
             Ok::<_, ApiError>((schema, answer))
         }
         .await;

@@ -26,6 +26,7 @@ pub mod config;
 pub mod cpu;
 pub mod engine;
 pub mod error;
+pub mod fanout;
 pub mod flight;
 pub mod http;
 pub mod metrics;
@@ -42,6 +43,7 @@ mod watcher;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use prometheus::Registry;
 use tracing::info;
@@ -59,7 +61,12 @@ pub struct Query {
     http_addr: SocketAddr,
     flight_addr: SocketAddr,
     tls: bool,
+    /// Aborted on drop.
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Stops the Flight server, which closes its connections.
+    stop_flight: Arc<tokio::sync::Notify>,
+    /// The Flight server (stopped, not aborted, on drop).
+    flight: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Query {
@@ -78,8 +85,14 @@ impl Query {
         self.tls
     }
 
-    /// Stops serving.
-    pub async fn shutdown(self) {
+    /// Stops serving; returns once the Flight server has stopped taking
+    /// connections and closed its idle ones (in-flight calls get up to
+    /// five seconds).
+    pub async fn shutdown(mut self) {
+        self.stop_flight.notify_one();
+        if let Some(flight) = self.flight.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), flight).await;
+        }
         drop(self);
     }
 }
@@ -87,6 +100,7 @@ impl Query {
 impl Drop for Query {
     fn drop(&mut self) {
         self.engine.stop();
+        self.stop_flight.notify_one();
         for t in &self.tasks {
             t.abort();
         }
@@ -124,11 +138,22 @@ pub async fn start(mut config: QueryConfig) -> Result<Query, Error> {
         registry,
         keys: keys.clone(),
     };
-    let tasks = vec![
+    let stop_flight = Arc::new(tokio::sync::Notify::new());
+    // Not aborted on drop but stopped: it ends once its connections close.
+    let flight = server::serve_flight(
+        flight_listener,
+        engine.clone(),
+        keys.clone(),
+        tls.as_ref(),
+        stop_flight.clone(),
+    )?;
+    let mut tasks = vec![
         server::serve_http(http_listener, http_state, tls.as_ref()),
-        server::serve_flight(flight_listener, engine.clone(), keys.clone(), tls.as_ref())?,
         server::refresh_collections(engine.clone(), config.collection_poll()),
     ];
+    if let Some(peers) = engine.peers() {
+        tasks.push(tokio::spawn(peers.clone().keep_refreshed()));
+    }
     info!(%http_addr, %flight_addr, tls = tls.is_some(), api_keys = keys.enabled(), kernels = eddy_kernels::backend_name(), "eddy-query started");
     Ok(Query {
         engine,
@@ -136,5 +161,7 @@ pub async fn start(mut config: QueryConfig) -> Result<Query, Error> {
         flight_addr,
         tls: tls.is_some(),
         tasks,
+        stop_flight,
+        flight: Some(flight),
     })
 }

@@ -21,6 +21,30 @@ pub struct PreparedSearch {
     pub filter: Option<Filter>,
     /// Read-your-writes offsets.
     pub min_offsets: BTreeMap<u32, i64>,
+    /// Set on a fan-out leg: search only these shards of a split
+    /// collection, here (never fanning out again).
+    pub only_shards: Option<ShardSet>,
+}
+
+/// Some shards of a split collection: which rows a fan-out leg searches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardSet {
+    /// The collection's shard count.
+    pub of: u32,
+    /// The shards, ascending.
+    pub shards: Vec<u32>,
+}
+
+impl ShardSet {
+    /// Whether it holds `shard`.
+    pub fn has(&self, shard: u32) -> bool {
+        self.shards.binary_search(&shard).is_ok()
+    }
+
+    /// Whether it holds the shard of `partition`.
+    pub fn has_partition(&self, partition: u32) -> bool {
+        self.has(partition % self.of.max(1))
+    }
 }
 
 impl PreparedSearch {
@@ -39,7 +63,19 @@ impl PreparedSearch {
             params: request.params,
             filter,
             min_offsets: request.min_offsets,
+            only_shards: None,
         })
+    }
+
+    /// This search restricted to `shards` of `def` (a fan-out leg).
+    pub fn only(mut self, def: &CollectionDef, mut shards: Vec<u32>) -> Self {
+        shards.sort_unstable();
+        shards.dedup();
+        self.only_shards = Some(ShardSet {
+            of: def.shards,
+            shards,
+        });
+        self
     }
 
     /// How one query searches one sealed segment.
@@ -135,6 +171,11 @@ impl QueryBatch {
     /// Number of query vectors.
     pub fn len(&self) -> usize {
         self.values.len() / self.dim.max(1)
+    }
+
+    /// The vectors, concatenated.
+    pub fn values(&self) -> &[f32] {
+        &self.values
     }
 
     /// Whether there are none (never, once built).

@@ -205,6 +205,7 @@ fn measure(sample: &Sample) -> Option<f64> {
         params: exact_params,
         filter: sample.search.filter.clone(),
         min_offsets: Default::default(),
+        only_shards: sample.search.only_shards.clone(),
     };
     let truth = crate::cpu::guarded(|| sample.pinned.search(&sample.query, 0..n, &exact));
     let (asked, truth) = (asked.ok()?, truth.ok()?);

@@ -118,6 +118,9 @@ pub struct BatchResult {
     pub hits: Vec<Vec<Hit>>,
     /// Per partition, the first offset the results do not reflect.
     pub offsets: BTreeMap<u32, i64>,
+    /// Shards of a split collection the results leave out (no node serving
+    /// them answered; only with `allow_partial`).
+    pub missing_shards: Vec<u32>,
 }
 
 impl BatchResult {
@@ -133,6 +136,14 @@ impl BatchResult {
             }
         }
         self.hits.extend(part.hits);
+        self.add_missing(part.missing_shards);
+    }
+
+    /// Records `shards` as left out.
+    pub fn add_missing(&mut self, shards: impl IntoIterator<Item = u32>) {
+        self.missing_shards.extend(shards);
+        self.missing_shards.sort_unstable();
+        self.missing_shards.dedup();
     }
 
     /// Reassembles `n` queries searched in groups: each part's hits go to
@@ -140,10 +151,12 @@ impl BatchResult {
     /// partition (a lower bound for the whole batch).
     pub fn scatter(n: usize, parts: impl IntoIterator<Item = (Vec<usize>, BatchResult)>) -> Self {
         let mut all = BatchResult {
+            missing_shards: Vec::new(),
             hits: vec![Vec::new(); n],
-            offsets: BTreeMap::new(),
+            ..BatchResult::default()
         };
         for (positions, part) in parts {
+            all.add_missing(part.missing_shards);
             for (pos, hits) in positions.into_iter().zip(part.hits) {
                 all.hits[pos] = hits;
             }
@@ -184,10 +197,12 @@ mod tests {
     fn batch_offsets_keep_the_lowest() {
         let mut all = BatchResult::default();
         all.extend(BatchResult {
+            missing_shards: Vec::new(),
             hits: vec![vec![]],
             offsets: [(0, 5), (1, 9)].into(),
         });
         all.extend(BatchResult {
+            missing_shards: Vec::new(),
             hits: vec![vec![]],
             offsets: [(0, 7), (1, 3)].into(),
         });
@@ -203,6 +218,7 @@ mod tests {
             payload: None,
         };
         let part = |ids: &[u64], offset: i64| BatchResult {
+            missing_shards: Vec::new(),
             hits: ids.iter().map(|&id| vec![hit(id)]).collect(),
             offsets: BTreeMap::from([(0, offset)]),
         };

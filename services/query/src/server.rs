@@ -66,12 +66,14 @@ pub(crate) fn serve_http(
     }
 }
 
-/// Serves Arrow Flight on `listener`, over TLS when `tls` is given.
+/// Serves Arrow Flight on `listener`, over TLS when `tls` is given, until
+/// `stop` is notified.
 pub(crate) fn serve_flight(
     listener: TcpListener,
     engine: Arc<Engine>,
     keys: Arc<ApiKeys>,
     tls: Option<&TlsIdentity>,
+    stop: Arc<tokio::sync::Notify>,
 ) -> Result<JoinHandle<()>, Error> {
     let flight = flight::make_server(engine, keys);
     let mut builder = tonic::transport::Server::builder();
@@ -87,7 +89,9 @@ pub(crate) fn serve_flight(
             tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
         if let Err(e) = builder
             .add_service(flight)
-            .serve_with_incoming(incoming)
+            // On `stop`, open connections are closed once their calls end
+            // (a peer fanning out to this node sees it gone at once).
+            .serve_with_incoming_shutdown(incoming, async move { stop.notified().await })
             .await
         {
             tracing::error!(error = %e, "Flight server stopped");

@@ -107,6 +107,18 @@ pub struct Status {
     pub tail_paused: bool,
 }
 
+/// How a note on shards left out starts.
+const PARTIAL: &str = "partial:";
+
+/// The note on shards `missing` left out of an answer, if any.
+fn partial_note(missing: &[u32]) -> Option<String> {
+    (!missing.is_empty()).then(|| {
+        format!(
+            "{PARTIAL} shards {missing:?} are not in the answer (no node serving them answered)"
+        )
+    })
+}
+
 /// A collection being served.
 #[derive(Debug)]
 pub struct Collection {
@@ -390,13 +402,17 @@ impl Collection {
         for (p, reason) in &self.served.read().stale {
             why.push(format!("partition {p} is stale: {}", reason.as_str()));
         }
-        let missing = self.missing_shards();
-        if !missing.is_empty() {
-            why.push(format!(
-                "partial: shards {missing:?} are not served here; the answer covers shards {:?}",
-                self.shards
-            ));
-        }
+        why.extend(partial_note(&self.missing_shards()));
+        why
+    }
+
+    /// Why a search answer may miss published events: the collection's
+    /// reasons but for shards it does not serve, plus the shards the
+    /// answer left out (`missing`: those no node serving them answered).
+    pub fn search_staleness(&self, missing: &[u32]) -> Vec<String> {
+        let mut why = self.staleness();
+        why.retain(|w| !w.starts_with(PARTIAL));
+        why.extend(partial_note(missing));
         why
     }
 

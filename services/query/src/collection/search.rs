@@ -48,7 +48,11 @@ impl Collection {
             .iter(range)
             .map(|q| search_one(&self.served.read(), q, search))
             .collect();
-        BatchResult { hits, offsets }
+        BatchResult {
+            hits,
+            offsets,
+            missing_shards: Vec::new(),
+        }
     }
 
     /// The current version of point `id`, if it exists.
@@ -80,8 +84,12 @@ fn search_one(served: &Served, query: &[f32], search: &PreparedSearch) -> Vec<Hi
     let metric = served.tail.metric();
     let filter = search.filter.as_ref();
     let mut candidates: Vec<(Neighbor, Source)> = Vec::new();
-    let tail_accept =
-        |row: u32| filter.is_none_or(|f| f.matches_json(served.tail.row(row).payload_json));
+    let only = search.only_shards.as_ref();
+    let tail_accept = |row: u32| {
+        let r = served.tail.row(row);
+        only.is_none_or(|o| o.has_partition(r.partition))
+            && filter.is_none_or(|f| f.matches_json(r.payload_json))
+    };
     let tail_hits = if search.params.exact {
         served.tail.search(query, k, &tail_accept)
     } else {
@@ -94,6 +102,9 @@ fn search_one(served: &Served, query: &[f32], search: &PreparedSearch) -> Vec<Hi
     }
     let sealed = search.sealed();
     for (i, s) in served.snapshot.segments.iter().enumerate() {
+        if only.is_some_and(|o| !o.has(s.shard)) {
+            continue;
+        }
         let seg = &s.segment;
         let accept = |row: u32| !s.deleted.contains(row) && !served.shadows.contains(i, row);
         for n in search_sealed(

@@ -9,6 +9,10 @@
 //!   /v1/collections/{c}` takes it); answers `{"altered", "info"}`.
 //! - `collection_stats` (read): `{"name"}`; answers the collection info
 //!   (definition, status, recall estimate).
+//! - `served_shards` (read): no body; answers, per collection this node
+//!   serves, the shards it serves (how peers plan a fan-out).
+//! - `search_shards` (read): a search of some shards of a split collection,
+//!   as one node asks it of another (`crate::fanout::leg`).
 
 use std::sync::Arc;
 
@@ -19,9 +23,10 @@ use crate::admin_request::{AlterJson, CollectionJson};
 use crate::auth::Scope;
 use crate::engine::{store_io, Engine};
 use crate::error::ApiError;
+use crate::fanout;
 
 /// The actions, with what each does.
-pub const ACTIONS: [(&str, &str); 4] = [
+pub const ACTIONS: [(&str, &str); 6] = [
     (
         "create_collection",
         "Create a collection (admin): JSON {name, dimension, metric, id_type, topic, payload_fields}",
@@ -35,13 +40,21 @@ pub const ACTIONS: [(&str, &str); 4] = [
         "collection_stats",
         "A collection's definition, status and recall estimate: JSON {name}",
     ),
+    (
+        fanout::SERVED_SHARDS,
+        "Per collection served here, the shards this node serves: no body",
+    ),
+    (
+        fanout::SEARCH_SHARDS,
+        "A search of some shards of a split collection (how query nodes fan out): JSON {collection, shards, vectors, k, ...}",
+    ),
 ];
 
 /// The scope an action needs (`None`: no such action).
 pub fn scope(action: &str) -> Option<Scope> {
     match action {
         "create_collection" | "drop_collection" | "alter_collection" => Some(Scope::Admin),
-        "collection_stats" => Some(Scope::Read),
+        "collection_stats" | fanout::SERVED_SHARDS | fanout::SEARCH_SHARDS => Some(Scope::Read),
         _ => None,
     }
 }
@@ -101,6 +114,16 @@ pub async fn run(engine: &Arc<Engine>, action: &str, body: &[u8]) -> Result<Vec<
             let collection = engine.collection(&name)?;
             engine.collection_info(&collection)
         }
+        fanout::SERVED_SHARDS => {
+            let served: std::collections::BTreeMap<String, Vec<u32>> = engine
+                .collections()
+                .iter()
+                .filter(|c| c.is_ready())
+                .map(|c| (c.name().to_owned(), c.shards().to_vec()))
+                .collect();
+            serde_json::json!(served)
+        }
+        fanout::SEARCH_SHARDS => return fanout::leg::answer(engine, body).await,
         other => {
             return Err(ApiError::BadRequest(format!(
                 "unknown action {other:?}; ListActions lists them"

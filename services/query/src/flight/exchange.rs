@@ -82,7 +82,7 @@ impl Exchange {
         Ok(Answer::new(
             answer,
             &result.offsets,
-            self.collection.staleness(),
+            self.collection.search_staleness(&result.missing_shards),
         ))
     }
 }

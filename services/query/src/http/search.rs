@@ -113,8 +113,8 @@ pub(super) async fn search(
         Ok(Json(SearchAnswer {
             result: result.hits.first().map_or(&[], Vec::as_slice),
             offsets: &result.offsets,
-            stale: collection.staleness(),
-            missing_shards: collection.missing_shards(),
+            stale: collection.search_staleness(&result.missing_shards),
+            missing_shards: result.missing_shards.clone(),
             took_ms: started.elapsed().as_secs_f64() * 1e3,
         })
         .into_response())
@@ -219,8 +219,8 @@ pub(super) async fn search_batch(
         Ok(Json(BatchAnswer {
             results: all.hits.iter().map(|h| BatchEntry { result: h }).collect(),
             offsets: &all.offsets,
-            stale: collection.staleness(),
-            missing_shards: collection.missing_shards(),
+            stale: collection.search_staleness(&all.missing_shards),
+            missing_shards: all.missing_shards.clone(),
             took_ms: started.elapsed().as_secs_f64() * 1e3,
         })
         .into_response())

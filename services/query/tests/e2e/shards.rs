@@ -1,8 +1,11 @@
 //! A collection split into shards: ingest seals each shard's partitions
-//! into its own manifest chain, a node serving every shard answers exactly
-//! as an unsplit collection would, and a node serving one shard (`--shards`)
-//! refuses a search it cannot answer whole, or with `allow_partial` answers
-//! from its shard, marked partial.
+//! into its own manifest chain; a node serving every shard answers exactly
+//! as an unsplit collection would; a node serving one shard (`--shards`)
+//! fans searches out over Flight to peers serving the other (`--peers`),
+//! answers exactly, honours `min_offsets` across shards and, when a peer
+//! dies, asks a replica; with no peer left it refuses a search it cannot
+//! answer whole, or with `allow_partial` answers from its shard, marked
+//! partial.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -47,15 +50,107 @@ pub async fn split_collection_is_served_whole_and_by_shard(
     }
     assert_eq!(live, points.len(), "every point in exactly one shard");
 
-    // A node serving shard 0 only.
-    let node = start_node(cluster, &["--shards", "0"]).await;
-    let http = format!("http://{}", node.http_addr());
+    // Two nodes, one shard each; shard 0's node fans out to shard 1's and,
+    // as a replica of shard 1, to the cluster's node serving both.
+    let node1 = start_node(cluster, &["--shards", "1"]).await;
+    let node1_flight = format!("http://{}", node1.flight_addr());
+    let peers = format!("{node1_flight},{}", cluster.flight_url());
+    let node0 = start_node(
+        cluster,
+        &[
+            "--shards",
+            "0",
+            "--peers",
+            &peers,
+            "--peer-refresh-ms",
+            "100",
+        ],
+    )
+    .await;
+    let http0 = format!("http://{}", node0.http_addr());
     let shard0: BTreeMap<u64, Vec<f32>> = points
         .iter()
         .filter(|(id, _)| partition_of[id].is_multiple_of(shards))
         .map(|(id, v)| (*id, v.clone()))
         .collect();
     assert!(!shard0.is_empty() && shard0.len() < points.len());
+    wait_count(&http0, collection, shard0.len() as u64).await;
+    eprintln!("step: shard 0 node counted");
+    wait_fanned_out(&http0, collection).await;
+    eprintln!("step: fan-out answers");
+    answers_exactly(&http0, collection, points, &json!({})).await;
+    eprintln!("step: fan-out exact");
+
+    // Read-your-writes across shards: points published to both shards are
+    // in the next answer of shard 0's node that asks for their offsets.
+    let mut all = points.clone();
+    let mut min_offsets = BTreeMap::new();
+    let mut shard1_point = None;
+    while shard1_point.is_none() || min_offsets.len() < 2 {
+        let id = 900_000 + all.len() as u64;
+        let v = vector(id);
+        let (partition, offset) = cluster.upsert(id, &v, json!({"kind": "new", "i": 0})).await;
+        all.insert(id, v.clone());
+        let seen = min_offsets.entry(partition.to_string()).or_insert(offset);
+        *seen = offset.max(*seen);
+        if !(partition as u32).is_multiple_of(shards) {
+            shard1_point = Some((id, v));
+        }
+    }
+    let (id, v) = shard1_point.expect("a point in shard 1");
+    let min_offsets = json!({ "min_offsets": min_offsets });
+    let mut body = json!({"vector": v, "k": 1});
+    if let (Some(b), Some(m)) = (body.as_object_mut(), min_offsets.as_object()) {
+        b.extend(m.clone());
+    }
+    let r: Value = reqwest::Client::new()
+        .post(format!("{http0}/v1/collections/{collection}/search"))
+        .json(&body)
+        .send()
+        .await
+        .expect("search")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(r["result"][0]["id"], json!(id), "read-your-writes: {r}");
+    assert_eq!(r["result"][0]["score"].as_f64(), Some(0.0), "{r}");
+    eprintln!("step: read-your-writes across shards");
+    answers_exactly(&http0, collection, &all, &min_offsets).await;
+
+    // Shard 1's node dies (its Flight port closes): the replica answers
+    // for shard 1 at once, still exactly.
+    node1.shutdown().await;
+    let gone = tokio::time::timeout(
+        Duration::from_secs(10),
+        eddy_loadtest::flight::FlightSearch::connect(
+            node1_flight.trim_start_matches("http://"),
+            Duration::from_secs(2),
+        ),
+    )
+    .await;
+    assert!(
+        !matches!(gone, Ok(Ok(_))),
+        "shard 1's node still takes connections"
+    );
+    eprintln!("step: shard 1 node stopped");
+    answers_exactly(&http0, collection, &all, &min_offsets).await;
+    eprintln!("step: replica took over");
+    node0.shutdown().await;
+
+    // A node serving shard 0 whose only peer for shard 1 is gone.
+    let lone = start_node(
+        cluster,
+        &[
+            "--shards",
+            "0",
+            "--peers",
+            &node1_flight,
+            "--peer-refresh-ms",
+            "100",
+        ],
+    )
+    .await;
+    let http = format!("http://{}", lone.http_addr());
     wait_count(&http, collection, shard0.len() as u64).await;
     let client = reqwest::Client::new();
     let q = vector(3_000_000);
@@ -117,7 +212,92 @@ pub async fn split_collection_is_served_whole_and_by_shard(
         .expect("json");
     assert_eq!(info["shards"], json!(shards), "{info}");
     assert_eq!(info["served_shards"], json!([0]), "{info}");
-    node.shutdown().await;
+    lone.shutdown().await;
+}
+
+/// Searches `http` with `extra` options and checks every answer (ids and
+/// scores) against the exact top 10 of `points`; a batch too.
+async fn answers_exactly(
+    http: &str,
+    collection: &str,
+    points: &BTreeMap<u64, Vec<f32>>,
+    extra: &Value,
+) {
+    let client = reqwest::Client::new();
+    let mut searches = Vec::new();
+    for seed in 0..10u64 {
+        let q = vector(4_000_000 + seed);
+        let mut body = json!({"vector": q, "k": 10});
+        if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+            b.extend(e.clone());
+        }
+        searches.push(body.clone());
+        let r: Value = client
+            .post(format!("{http}/v1/collections/{collection}/search"))
+            .json(&body)
+            .send()
+            .await
+            .expect("search")
+            .json()
+            .await
+            .expect("json");
+        check_exact(points, &q, &r["result"], &r);
+        assert!(r.get("missing_shards").is_none(), "{r}");
+    }
+    let r: Value = client
+        .post(format!("{http}/v1/collections/{collection}/search/batch"))
+        .json(&json!({ "searches": searches }))
+        .send()
+        .await
+        .expect("batch")
+        .json()
+        .await
+        .expect("json");
+    for (seed, res) in (0..10u64).zip(r["results"].as_array().expect("results")) {
+        check_exact(points, &vector(4_000_000 + seed), &res["result"], &r);
+    }
+}
+
+fn check_exact(points: &BTreeMap<u64, Vec<f32>>, q: &[f32], hits: &Value, whole: &Value) {
+    let got: Vec<(u64, f64)> = hits
+        .as_array()
+        .expect("result")
+        .iter()
+        .map(|h| {
+            (
+                h["id"].as_u64().expect("id"),
+                h["score"].as_f64().expect("score"),
+            )
+        })
+        .collect();
+    let want = exact_top_k(points, q, 10);
+    assert_eq!(
+        got.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+        want.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+        "{whole}"
+    );
+    for ((_, g), (_, w)) in got.iter().zip(&want) {
+        assert!((g - f64::from(*w)).abs() < 1e-3, "scores: {whole}");
+    }
+}
+
+/// Waits until `http` answers a whole search (its peers are known).
+async fn wait_fanned_out(http: &str, collection: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let status = reqwest::Client::new()
+            .post(format!("{http}/v1/collections/{collection}/search"))
+            .json(&json!({"vector": vector(1), "k": 1}))
+            .send()
+            .await
+            .map(|r| r.status().as_u16())
+            .unwrap_or(0);
+        if status == 200 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "never answered whole: {status}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Starts another eddy-query on `cluster`'s broker and store with `extra`

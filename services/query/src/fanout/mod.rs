@@ -1,0 +1,390 @@
+//! Fan-out: a search on a split collection that this node does not serve
+//! whole goes, for the shards it lacks, to peers that serve them (the
+//! Flight action `search_shards`, see [`leg`]), and their answers are
+//! merged with the local one into one top-k.
+//!
+//! Peers (`--peers`, Flight URLs of other eddy-query nodes) are asked every
+//! `--peer-refresh-ms` which shards they serve (the action
+//! `served_shards`). A leg that fails is asked again of another peer that
+//! serves its shards (a replica takes over a dead node's shards at once,
+//! and the failed peer is skipped until it answers a refresh again); shards
+//! no reachable peer serves are missing: the search fails with 503, or with
+//! `allow_partial` answers without them, marked partial.
+
+pub mod leg;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow_flight::{Action, FlightClient};
+use bytes::Bytes;
+use futures::StreamExt;
+use parking_lot::RwLock;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tracing::{info, warn};
+
+use crate::error::ApiError;
+use crate::prepared::{PreparedSearch, QueryBatch};
+use crate::results::Hit;
+use leg::{LegAnswer, LegRequest};
+
+/// The Flight action a node answers with the shards it serves.
+pub const SERVED_SHARDS: &str = "served_shards";
+/// The Flight action a node answers with a search of some of its shards.
+pub const SEARCH_SHARDS: &str = "search_shards";
+
+/// How to reach the peers.
+#[derive(Clone, Default)]
+pub struct PeerOptions {
+    /// Their Flight URLs (`http://host:port`, or `https://` with `ca_pem`).
+    pub urls: Vec<String>,
+    /// The API key presented to them (a read key), if they want one.
+    pub key: Option<String>,
+    /// The CA that signed their TLS certificates (PEM).
+    pub ca_pem: Option<Vec<u8>>,
+    /// How often they are asked which shards they serve.
+    pub refresh: Duration,
+    /// Longest one call to a peer may take.
+    pub timeout: Duration,
+}
+
+impl std::fmt::Debug for PeerOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerOptions")
+            .field("urls", &self.urls)
+            .field("key", &self.key.as_ref().map(|_| "<redacted>"))
+            .field("refresh", &self.refresh)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+/// What a peer last said it serves.
+#[derive(Debug, Default)]
+struct View {
+    /// Whether its last refresh (or leg) succeeded.
+    reachable: bool,
+    /// Per collection, the shards it serves.
+    served: HashMap<String, Vec<u32>>,
+}
+
+#[derive(Debug)]
+struct Peer {
+    url: String,
+    channel: Channel,
+    view: RwLock<View>,
+}
+
+/// The other query nodes this one fans searches out to.
+#[derive(Debug)]
+pub struct Peers {
+    peers: Vec<Peer>,
+    key: Option<String>,
+    refresh: Duration,
+    /// Rotates the first choice among equal peers, spreading legs.
+    next: AtomicUsize,
+}
+
+/// What the fan-out of one search gathered.
+#[derive(Debug, Default)]
+pub struct Gathered {
+    /// Per query, the hits of every leg that answered.
+    pub hits: Vec<Vec<Hit>>,
+    /// Per partition of the shards that answered, the offsets reflected.
+    pub offsets: BTreeMap<u32, i64>,
+    /// Shards no peer answered for.
+    pub missing: Vec<u32>,
+}
+
+impl Peers {
+    /// Peers at `opts.urls` (connected lazily).
+    pub fn new(opts: &PeerOptions) -> Result<Self, ApiError> {
+        let mut peers = Vec::with_capacity(opts.urls.len());
+        for url in &opts.urls {
+            let bad = |e: &dyn std::fmt::Display| {
+                ApiError::BadRequest(format!("peer {url:?} is not a usable Flight URL: {e}"))
+            };
+            let mut endpoint = Endpoint::from_shared(url.clone())
+                .map_err(|e| bad(&e))?
+                .connect_timeout(Duration::from_secs(2))
+                .timeout(opts.timeout);
+            if url.starts_with("https://") {
+                let mut tls = ClientTlsConfig::new();
+                if let Some(ca) = &opts.ca_pem {
+                    tls = tls.ca_certificate(Certificate::from_pem(ca));
+                }
+                endpoint = endpoint.tls_config(tls).map_err(|e| bad(&e))?;
+            }
+            peers.push(Peer {
+                url: url.clone(),
+                channel: endpoint.connect_lazy(),
+                view: RwLock::new(View::default()),
+            });
+        }
+        Ok(Self {
+            peers,
+            key: opts.key.clone(),
+            refresh: opts.refresh,
+            next: AtomicUsize::new(0),
+        })
+    }
+
+    /// Whether there are any.
+    pub fn is_empty(&self) -> bool {
+        self.peers.is_empty()
+    }
+
+    /// Asks every peer what it serves, every refresh period, until the
+    /// runtime stops (run it as a task).
+    pub async fn keep_refreshed(self: Arc<Self>) {
+        loop {
+            self.refresh_all().await;
+            tokio::time::sleep(self.refresh).await;
+        }
+    }
+
+    /// Asks every peer, at once, what it serves.
+    pub async fn refresh_all(&self) {
+        let asks = self.peers.iter().map(|p| self.refresh_one(p));
+        futures::future::join_all(asks).await;
+    }
+
+    async fn refresh_one(&self, peer: &Peer) {
+        let answer = self.call(peer, SERVED_SHARDS, Vec::new()).await;
+        let served = answer.and_then(|bytes| {
+            serde_json::from_slice::<HashMap<String, Vec<u32>>>(&bytes)
+                .map_err(|e| ApiError::Internal(format!("a peer's served_shards: {e}")))
+        });
+        let mut view = peer.view.write();
+        match served {
+            Ok(served) => {
+                if !view.reachable {
+                    info!(peer = %peer.url, collections = served.len(), "peer reachable");
+                }
+                *view = View {
+                    reachable: true,
+                    served,
+                };
+            }
+            Err(e) => {
+                if view.reachable {
+                    warn!(peer = %peer.url, error = %e, "peer unreachable: its shards are asked of others");
+                }
+                view.reachable = false;
+            }
+        }
+    }
+
+    /// Calls `action` on `peer` with `body`; its one answer.
+    async fn call(&self, peer: &Peer, action: &str, body: Vec<u8>) -> Result<Bytes, ApiError> {
+        let mut client = FlightClient::new(peer.channel.clone());
+        if let Some(key) = &self.key {
+            client
+                .add_header("authorization", &format!("Bearer {key}"))
+                .map_err(|e| ApiError::Internal(format!("the peer key header: {e}")))?;
+        }
+        let failed = |e: arrow_flight::error::FlightError| {
+            let status = tonic::Status::from(e);
+            match status.code() {
+                tonic::Code::InvalidArgument => ApiError::BadRequest(format!(
+                    "peer {} refused the search: {}",
+                    peer.url,
+                    status.message()
+                )),
+                _ => ApiError::Unavailable(format!(
+                    "peer {}: {} {}",
+                    peer.url,
+                    status.code(),
+                    status.message()
+                )),
+            }
+        };
+        let mut answers = client
+            .do_action(Action::new(action, body))
+            .await
+            .map_err(failed)?;
+        match answers.next().await {
+            Some(answer) => answer.map_err(failed),
+            None => Err(ApiError::Unavailable(format!(
+                "peer {} answered {action} with nothing",
+                peer.url
+            ))),
+        }
+    }
+
+    /// Reachable peers serving `shard` of `collection`, the rotating first
+    /// choice first.
+    fn serving(&self, collection: &str, shard: u32, tried: &BTreeSet<usize>) -> Vec<usize> {
+        let n = self.peers.len();
+        let start = self.next.load(Ordering::Relaxed);
+        (0..n)
+            .map(|i| (start + i) % n)
+            .filter(|i| !tried.contains(i))
+            .filter(|i| {
+                let view = self.peers[*i].view.read();
+                view.reachable
+                    && view
+                        .served
+                        .get(collection)
+                        .is_some_and(|s| s.contains(&shard))
+            })
+            .collect()
+    }
+
+    /// A plan for `shards`: which peer is asked for which of them, as few
+    /// legs as the peers allow (each leg goes to the peer serving most of
+    /// the shards still unplanned); shards no untried peer serves are left
+    /// out.
+    fn plan(
+        &self,
+        collection: &str,
+        shards: &BTreeSet<u32>,
+        tried: &BTreeSet<usize>,
+    ) -> Vec<(usize, Vec<u32>)> {
+        let mut left: BTreeSet<u32> = shards.clone();
+        let mut plan = Vec::new();
+        loop {
+            let mut by_peer: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
+            for s in &left {
+                for p in self.serving(collection, *s, tried) {
+                    by_peer.entry(p).or_default().push(*s);
+                }
+            }
+            // Most shards first; among equals, the rotation's first choice.
+            let n = self.peers.len().max(1);
+            let start = self.next.load(Ordering::Relaxed) % n;
+            let rank = |p: usize| (p + n - start) % n;
+            let best = by_peer
+                .into_iter()
+                .filter(|(p, _)| !plan.iter().any(|(q, _)| q == p))
+                .max_by_key(|(p, s)| (s.len(), std::cmp::Reverse(rank(*p))));
+            let Some((peer, covered)) = best else { break };
+            for s in &covered {
+                left.remove(s);
+            }
+            plan.push((peer, covered));
+            if left.is_empty() {
+                break;
+            }
+        }
+        self.next.fetch_add(1, Ordering::Relaxed);
+        plan
+    }
+
+    /// Searches `shards` of `collection` on peers: each leg asked of a
+    /// peer serving its shards, a failed leg asked again of another; the
+    /// hits of every answer (unmerged) and the shards nobody answered for.
+    /// A leg refused as a bad request fails the whole search.
+    pub async fn search(
+        &self,
+        collection: &str,
+        shard_count: u32,
+        shards: &[u32],
+        search: &PreparedSearch,
+        queries: &QueryBatch,
+    ) -> Result<Gathered, ApiError> {
+        let mut left: BTreeSet<u32> = shards.iter().copied().collect();
+        let mut tried = BTreeSet::new();
+        let mut out = Gathered {
+            hits: vec![Vec::new(); queries.len()],
+            ..Gathered::default()
+        };
+        while !left.is_empty() {
+            let plan = self.plan(collection, &left, &tried);
+            if plan.is_empty() {
+                break;
+            }
+            let legs = plan.iter().map(|(peer, legs_shards)| {
+                let request =
+                    LegRequest::new(collection, legs_shards, search, queries, shard_count);
+                async move {
+                    let body = serde_json::to_vec(&request)
+                        .map_err(|e| ApiError::Internal(e.to_string()))?;
+                    let bytes = self.call(&self.peers[*peer], SEARCH_SHARDS, body).await?;
+                    serde_json::from_slice::<LegAnswer>(&bytes).map_err(|e| {
+                        ApiError::Unavailable(format!("a peer's search_shards answer: {e}"))
+                    })
+                }
+            });
+            let answers = futures::future::join_all(legs).await;
+            for ((peer, leg_shards), answer) in plan.into_iter().zip(answers) {
+                tried.insert(peer);
+                match answer {
+                    Ok(answer) => {
+                        for s in &leg_shards {
+                            left.remove(s);
+                        }
+                        out.offsets
+                            .extend(answer.offsets.iter().map(|(p, o)| (*p, *o)));
+                        for (all, hits) in out.hits.iter_mut().zip(answer.into_hits()) {
+                            all.extend(hits);
+                        }
+                    }
+                    Err(e @ ApiError::BadRequest(_)) => return Err(e),
+                    Err(e) => {
+                        let p = &self.peers[peer];
+                        warn!(peer = %p.url, shards = ?leg_shards, error = %e, "a fan-out leg failed: asking another peer");
+                        p.view.write().reachable = false;
+                    }
+                }
+            }
+        }
+        out.missing = left.into_iter().collect();
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peers(served: &[(bool, &[u32])]) -> Peers {
+        let opts = PeerOptions {
+            urls: (0..served.len())
+                .map(|i| format!("http://127.0.0.1:{}", 1 + i))
+                .collect(),
+            refresh: Duration::from_secs(1),
+            timeout: Duration::from_secs(1),
+            ..PeerOptions::default()
+        };
+        let peers = Peers::new(&opts).expect("peers");
+        for (peer, (reachable, shards)) in peers.peers.iter().zip(served) {
+            *peer.view.write() = View {
+                reachable: *reachable,
+                served: HashMap::from([("c".to_owned(), shards.to_vec())]),
+            };
+        }
+        peers
+    }
+
+    /// A plan asks as few peers as serve the shards, skips unreachable
+    /// and already tried ones, and leaves out shards nobody else serves.
+    #[tokio::test]
+    async fn a_plan_covers_shards_with_few_reachable_untried_peers() {
+        let peers = peers(&[(true, &[1]), (true, &[1, 2]), (false, &[2, 3])]);
+        let wanted: BTreeSet<u32> = [1, 2, 3].into();
+        assert_eq!(
+            peers.plan("c", &wanted, &BTreeSet::new()),
+            vec![(1, vec![1, 2])]
+        );
+        assert_eq!(
+            peers.plan("c", &wanted, &[1].into()),
+            vec![(0, vec![1])],
+            "shard 2's only other peer is unreachable, shard 3's too"
+        );
+        assert!(peers.plan("other", &wanted, &BTreeSet::new()).is_empty());
+    }
+
+    /// Equal peers take turns being asked first.
+    #[tokio::test]
+    async fn replicas_take_turns() {
+        let peers = peers(&[(true, &[1]), (true, &[1])]);
+        let wanted: BTreeSet<u32> = [1].into();
+        let first: Vec<usize> = (0..4)
+            .map(|_| peers.plan("c", &wanted, &BTreeSet::new())[0].0)
+            .collect();
+        assert_eq!(first, [0, 1, 0, 1]);
+    }
+}
