@@ -64,6 +64,11 @@ pub struct DemoArgs {
     #[arg(long, env = "EDDY_DEMO_PARTITIONS", default_value_t = 3)]
     pub partitions: u32,
 
+    /// Shards the demo collection is split into (partition `p` is shard
+    /// `p % shards`); the demo's query node serves them all.
+    #[arg(long, env = "EDDY_DEMO_SHARDS", default_value_t = 1)]
+    pub shards: u32,
+
     /// Measure produce→searchable latency on one event in this many (0 = off).
     #[arg(long, env = "EDDY_DEMO_SAMPLE_EVERY", default_value_t = 20)]
     pub sample_every: usize,
@@ -120,8 +125,9 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         store: work.path().join("store"),
         log_dir: work.path().to_owned(),
         collection: format!(
-            "name={COLLECTION},dim={},metric=cosine,topic={COLLECTION},id=u64,field.section=keyword",
-            ds.dim()
+            "name={COLLECTION},dim={},metric=cosine,topic={COLLECTION},id=u64,shards={},field.section=keyword",
+            ds.dim(),
+            args.shards
         ),
     };
     let mut services = Services::start(&cfg)?;
@@ -150,6 +156,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             "  Kafka           {} (topic {COLLECTION})",
             tansu.bootstrap()
         );
+        println!("  store           {}", cfg.store.display());
         println!("  logs            {}", work.path().display());
         tokio::select! {
             r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C")?,

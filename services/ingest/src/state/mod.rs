@@ -362,3 +362,18 @@ impl CollectionState {
         }
     }
 }
+
+/// A record of a JSON event `value` at `partition`/`offset`, for tests.
+#[cfg(test)]
+pub(crate) fn test_record(value: &[u8], partition: u32, offset: i64) -> Record<'_> {
+    Record {
+        message: eddy_event::Message {
+            key: None,
+            value: Some(value),
+            content_type: None,
+        },
+        partition,
+        offset,
+        timestamp_ms: 0,
+    }
+}

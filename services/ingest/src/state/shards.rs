@@ -195,23 +195,10 @@ impl ShardStates {
 mod tests {
     use std::time::Duration;
 
-    use eddy_event::Message;
     use prometheus::Registry;
 
     use super::*;
-
-    fn record(value: &[u8], partition: u32, offset: i64) -> Record<'_> {
-        Record {
-            message: Message {
-                key: None,
-                value: Some(value),
-                content_type: None,
-            },
-            partition,
-            offset,
-            timestamp_ms: 0,
-        }
-    }
+    use crate::state::test_record;
 
     /// Each partition's events are sealed into its shard's chain, which
     /// records its partitions' offsets and owners and no other's.
@@ -243,7 +230,7 @@ mod tests {
             let offset = states.owned_offsets()[&partition];
             let event = format!(r#"{{"id": {id}, "vector": [1, {id}]}}"#);
             assert_eq!(
-                states.apply(record(event.as_bytes(), partition, offset)),
+                states.apply(test_record(event.as_bytes(), partition, offset)),
                 Applied::Done
             );
         }

@@ -106,15 +106,14 @@ mod tests {
     use std::collections::BTreeMap;
     use std::time::Duration;
 
-    use eddy_event::Message;
-    use eddy_kafka::{Gaps, Record};
+    use eddy_kafka::Gaps;
     use eddy_manifest::Store;
     use eddy_model::CollectionDef;
     use prometheus::Registry;
 
     use crate::config::SealPolicy;
     use crate::metrics::IngestMetrics;
-    use crate::state::{Applied, CollectionState};
+    use crate::state::{test_record, Applied, CollectionState};
 
     fn state(dir: &std::path::Path) -> (CollectionState, IngestMetrics) {
         let store = Store::open(dir).expect("store");
@@ -131,19 +130,6 @@ mod tests {
         (state, metrics)
     }
 
-    fn record(value: &[u8], partition: u32, offset: i64) -> Record<'_> {
-        Record {
-            message: Message {
-                key: None,
-                value: Some(value),
-                content_type: None,
-            },
-            partition,
-            offset,
-            timestamp_ms: 0,
-        }
-    }
-
     #[test]
     fn a_gap_stops_only_its_partition_and_a_compacted_topic_accepts_it() {
         let dir = tempfile::tempdir().expect("tmp");
@@ -157,10 +143,10 @@ mod tests {
             "a new partition starts at its log start"
         );
         let v = br#"{"id": 1, "vector": [1, 0]}"#;
-        assert_eq!(state.apply(record(v, 0, 5)), Applied::Done);
-        assert_eq!(state.apply(record(v, 0, 8)), Applied::Stopped(0));
+        assert_eq!(state.apply(test_record(v, 0, 5)), Applied::Done);
+        assert_eq!(state.apply(test_record(v, 0, 8)), Applied::Stopped(0));
         assert_eq!(
-            state.apply(record(v, 0, 6)),
+            state.apply(test_record(v, 0, 6)),
             Applied::Done,
             "ignored once stopped"
         );
@@ -169,7 +155,7 @@ mod tests {
             6,
             "nothing past the gap is taken"
         );
-        assert_eq!(state.apply(record(v, 1, 0)), Applied::Done);
+        assert_eq!(state.apply(test_record(v, 1, 0)), Applied::Done);
         assert_eq!(state.owned_offsets()[&1], 1, "the other partition goes on");
         let stopped = metrics
             .partition_stopped
@@ -182,7 +168,7 @@ mod tests {
         );
 
         state.set_gaps(Gaps::Compacted);
-        assert_eq!(state.apply(record(v, 1, 9)), Applied::Done);
+        assert_eq!(state.apply(test_record(v, 1, 9)), Applied::Done);
         assert_eq!(state.owned_offsets()[&1], 10);
     }
 

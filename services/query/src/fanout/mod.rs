@@ -205,7 +205,13 @@ impl Peers {
             .do_action(Action::new(action, body))
             .await
             .map_err(failed)?;
-        match answers.next().await {
+        let first = answers.next().await;
+        // Read the stream to its end: a call dropped before its end is
+        // reset, and HTTP/2 refuses a connection that resets too many.
+        while let Some(more) = answers.next().await {
+            more.map_err(failed)?;
+        }
+        match first {
             Some(answer) => answer.map_err(failed),
             None => Err(ApiError::Unavailable(format!(
                 "peer {} answered {action} with nothing",
@@ -214,23 +220,30 @@ impl Peers {
         }
     }
 
-    /// Reachable peers serving `shard` of `collection`, the rotating first
-    /// choice first.
+    /// Untried peers that last said they serve `shard` of `collection`:
+    /// the reachable ones, in the rotation's order; when none is, the
+    /// unreachable ones (a failure may have passed since, and asking is
+    /// the only way left to answer whole).
     fn serving(&self, collection: &str, shard: u32, tried: &BTreeSet<usize>) -> Vec<usize> {
         let n = self.peers.len();
         let start = self.next.load(Ordering::Relaxed);
-        (0..n)
+        let (reachable, unreachable): (Vec<usize>, Vec<usize>) = (0..n)
             .map(|i| (start + i) % n)
             .filter(|i| !tried.contains(i))
             .filter(|i| {
-                let view = self.peers[*i].view.read();
-                view.reachable
-                    && view
-                        .served
-                        .get(collection)
-                        .is_some_and(|s| s.contains(&shard))
+                self.peers[*i]
+                    .view
+                    .read()
+                    .served
+                    .get(collection)
+                    .is_some_and(|s| s.contains(&shard))
             })
-            .collect()
+            .partition(|i| self.peers[*i].view.read().reachable);
+        if reachable.is_empty() {
+            unreachable
+        } else {
+            reachable
+        }
     }
 
     /// A plan for `shards`: which peer is asked for which of them, as few
@@ -359,20 +372,26 @@ mod tests {
         peers
     }
 
-    /// A plan asks as few peers as serve the shards, skips unreachable
-    /// and already tried ones, and leaves out shards nobody else serves.
+    /// A plan asks as few peers as serve the shards, prefers reachable
+    /// ones, skips those already tried, and asks an unreachable one only
+    /// for shards no reachable one serves.
     #[tokio::test]
-    async fn a_plan_covers_shards_with_few_reachable_untried_peers() {
+    async fn a_plan_covers_shards_with_few_peers_reachable_first() {
         let peers = peers(&[(true, &[1]), (true, &[1, 2]), (false, &[2, 3])]);
         let wanted: BTreeSet<u32> = [1, 2, 3].into();
         assert_eq!(
             peers.plan("c", &wanted, &BTreeSet::new()),
-            vec![(1, vec![1, 2])]
+            vec![(1, vec![1, 2]), (2, vec![3])]
         );
         assert_eq!(
             peers.plan("c", &wanted, &[1].into()),
+            vec![(2, vec![2, 3]), (0, vec![1])],
+            "shard 2's other peer is tried though unreachable"
+        );
+        assert_eq!(
+            peers.plan("c", &wanted, &[1, 2].into()),
             vec![(0, vec![1])],
-            "shard 2's only other peer is unreachable, shard 3's too"
+            "nobody else serves shards 2 and 3"
         );
         assert!(peers.plan("other", &wanted, &BTreeSet::new()).is_empty());
     }

@@ -287,25 +287,12 @@ impl Cluster {
         let ingest = eddy_ingest::start(eddy_ingest::IngestConfig::parse_from(ingest_args))
             .await
             .expect("ingest starts");
-        let mut args: Vec<String> = [
-            "eddy-query",
-            "--brokers",
-            &brokers,
-            "--http-addr",
-            "127.0.0.1:0",
-            "--flight-addr",
-            "127.0.0.1:0",
-            "--manifest-poll-ms",
-            "50",
-            "--collection-poll-ms",
-            "100",
-        ]
-        .iter()
-        .chain(query_args)
-        .map(|a| (*a).to_owned())
-        .chain(kafka_args.iter().cloned())
-        .chain(store_flags("query"))
-        .collect();
+        let mut args: Vec<String> = crate::cluster::query_args(&brokers)
+            .into_iter()
+            .chain(query_args.iter().map(|a| (*a).to_owned()))
+            .chain(kafka_args.iter().cloned())
+            .chain(store_flags("query"))
+            .collect();
         if let Some(s) = &secured {
             args.extend([
                 "--tls-cert".to_owned(),
@@ -585,6 +572,78 @@ impl Cluster {
         if let Some(i) = self.ingest.take() {
             i.shutdown().await;
         }
+    }
+}
+
+/// The flags every test's eddy-query starts with: `brokers`, ports the OS
+/// picks, and fast polls.
+pub fn query_args(brokers: &str) -> Vec<String> {
+    [
+        "eddy-query",
+        "--brokers",
+        brokers,
+        "--http-addr",
+        "127.0.0.1:0",
+        "--flight-addr",
+        "127.0.0.1:0",
+        "--manifest-poll-ms",
+        "50",
+        "--collection-poll-ms",
+        "100",
+    ]
+    .iter()
+    .map(|a| (*a).to_owned())
+    .collect()
+}
+
+/// Starts eddy-query with [`query_args`] for `brokers` plus `flags`.
+pub async fn start_query(brokers: &str, flags: &[String]) -> eddy_query::Query {
+    let mut args = query_args(brokers);
+    args.extend(flags.iter().cloned());
+    eddy_query::start(eddy_query::QueryConfig::parse_from(args))
+        .await
+        .expect("query node starts")
+}
+
+/// Starts another eddy-query on `cluster`'s broker (with its Kafka
+/// settings) with `store_flags` (its store, and for an object store its
+/// own cache) and `extra` flags.
+pub async fn start_node(
+    cluster: &Cluster,
+    store_flags: &[String],
+    extra: &[&str],
+) -> eddy_query::Query {
+    let flags: Vec<String> = extra
+        .iter()
+        .map(|a| (*a).to_owned())
+        .chain(cluster.kafka_args.iter().cloned())
+        .chain(store_flags.iter().cloned())
+        .collect();
+    start_query(&cluster.brokers(), &flags).await
+}
+
+/// Waits until the node at `http` (a base URL) counts `n` points in
+/// `collection`.
+pub async fn wait_node_count(http: &str, collection: &str, n: u64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let r: Option<Value> = async {
+            reqwest::Client::new()
+                .post(format!("{http}/v1/collections/{collection}/count"))
+                .json(&json!({}))
+                .send()
+                .await
+                .ok()?
+                .json()
+                .await
+                .ok()
+        }
+        .await;
+        if r.as_ref().and_then(|r| r["count"].as_u64()) == Some(n) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{http} never counted {n}: {r:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

@@ -4,7 +4,6 @@
 use std::time::{Duration, Instant};
 
 use arrow_flight::{FlightClient, FlightData, FlightDescriptor};
-use clap::Parser as _;
 use futures::{StreamExt, TryStreamExt};
 use reqwest::StatusCode;
 use serde_json::json;
@@ -18,20 +17,9 @@ use crate::cluster::{Cluster, DIM};
 pub async fn limits_hold(cluster: &Cluster, collection: &str) {
     let store = cluster.store_path().to_str().expect("utf-8").to_owned();
     let brokers = cluster.brokers();
-    let args: Vec<String> = [
-        "eddy-query",
+    let flags: Vec<String> = [
         "--store",
         &store,
-        "--brokers",
-        &brokers,
-        "--http-addr",
-        "127.0.0.1:0",
-        "--flight-addr",
-        "127.0.0.1:0",
-        "--manifest-poll-ms",
-        "50",
-        "--collection-poll-ms",
-        "100",
         "--max-concurrent-requests",
         "1",
         "--exchange-idle-ms",
@@ -41,9 +29,7 @@ pub async fn limits_hold(cluster: &Cluster, collection: &str) {
     .map(|a| (*a).to_owned())
     .chain(cluster.kafka_args.iter().cloned())
     .collect();
-    let query = eddy_query::start(eddy_query::QueryConfig::parse_from(args))
-        .await
-        .expect("second query service starts");
+    let query = crate::cluster::start_query(&brokers, &flags).await;
     let http = reqwest::Client::new();
     let url = |path: &str| format!("http://{}{path}", query.http_addr());
     // The collection under test serves (others on the store, made by

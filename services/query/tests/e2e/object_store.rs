@@ -6,11 +6,10 @@
 //! row once.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::cluster::{exact_top_k, vector, Cluster};
+use crate::cluster::{exact_top_k, start_node, vector, wait_node_count, Cluster};
 use crate::http_api;
 
 /// The services' store flags for `server`'s bucket; the credentials go in
@@ -87,52 +86,14 @@ pub async fn serves_from_the_bucket_alone(
 
     // A new node with an empty cache: everything comes from the bucket.
     let cache = tempfile::tempdir().expect("tmp");
-    let mut args: Vec<String> = [
-        "eddy-query",
-        "--brokers",
-        &cluster.brokers(),
-        "--http-addr",
-        "127.0.0.1:0",
-        "--flight-addr",
-        "127.0.0.1:0",
-        "--manifest-poll-ms",
-        "50",
-        "--collection-poll-ms",
-        "100",
-        "--store-cache",
-        cache.path().to_str().expect("utf-8"),
-    ]
-    .iter()
-    .map(|a| (*a).to_owned())
-    .collect();
-    args.extend(query_store_args.iter().cloned());
-    let node = eddy_query::start(<eddy_query::QueryConfig as clap::Parser>::parse_from(args))
-        .await
-        .expect("second query node starts");
+    let mut flags = query_store_args.to_vec();
+    flags.extend([
+        "--store-cache".to_owned(),
+        cache.path().display().to_string(),
+    ]);
+    let node = start_node(cluster, &flags, &[]).await;
     let http = format!("http://{}", node.http_addr());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let r: Option<Value> = async {
-            reqwest::Client::new()
-                .post(format!("{http}/v1/collections/{collection}/count"))
-                .json(&json!({}))
-                .send()
-                .await
-                .ok()?
-                .json()
-                .await
-                .ok()
-        }
-        .await;
-        if r.as_ref().and_then(|r| r["count"].as_u64()) == Some(points.len() as u64) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the new node did not catch up: {r:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_node_count(&http, collection, points.len() as u64).await;
     answers_exactly(&http, collection, points).await;
     let fetched = walk_files(
         &cache

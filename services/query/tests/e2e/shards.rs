@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::cluster::{exact_top_k, vector, Cluster};
+use crate::cluster::{exact_top_k, start_node, vector, wait_node_count, Cluster};
 use crate::http_api;
 
 /// Checks `cluster` (serving every shard of `collection`, split into
@@ -52,11 +52,16 @@ pub async fn split_collection_is_served_whole_and_by_shard(
 
     // Two nodes, one shard each; shard 0's node fans out to shard 1's and,
     // as a replica of shard 1, to the cluster's node serving both.
-    let node1 = start_node(cluster, &["--shards", "1"]).await;
+    let store = [
+        "--store".to_owned(),
+        cluster.store_path().display().to_string(),
+    ];
+    let node1 = start_node(cluster, &store, &["--shards", "1"]).await;
     let node1_flight = format!("http://{}", node1.flight_addr());
     let peers = format!("{node1_flight},{}", cluster.flight_url());
     let node0 = start_node(
         cluster,
+        &store,
         &[
             "--shards",
             "0",
@@ -74,7 +79,7 @@ pub async fn split_collection_is_served_whole_and_by_shard(
         .map(|(id, v)| (*id, v.clone()))
         .collect();
     assert!(!shard0.is_empty() && shard0.len() < points.len());
-    wait_count(&http0, collection, shard0.len() as u64).await;
+    wait_node_count(&http0, collection, shard0.len() as u64).await;
     eprintln!("step: shard 0 node counted");
     wait_fanned_out(&http0, collection).await;
     eprintln!("step: fan-out answers");
@@ -103,15 +108,7 @@ pub async fn split_collection_is_served_whole_and_by_shard(
     if let (Some(b), Some(m)) = (body.as_object_mut(), min_offsets.as_object()) {
         b.extend(m.clone());
     }
-    let r: Value = reqwest::Client::new()
-        .post(format!("{http0}/v1/collections/{collection}/search"))
-        .json(&body)
-        .send()
-        .await
-        .expect("search")
-        .json()
-        .await
-        .expect("json");
+    let r: Value = post(format!("{http0}/v1/collections/{collection}/search"), &body).await;
     assert_eq!(r["result"][0]["id"], json!(id), "read-your-writes: {r}");
     assert_eq!(r["result"][0]["score"].as_f64(), Some(0.0), "{r}");
     eprintln!("step: read-your-writes across shards");
@@ -140,6 +137,7 @@ pub async fn split_collection_is_served_whole_and_by_shard(
     // A node serving shard 0 whose only peer for shard 1 is gone.
     let lone = start_node(
         cluster,
+        &store,
         &[
             "--shards",
             "0",
@@ -151,7 +149,7 @@ pub async fn split_collection_is_served_whole_and_by_shard(
     )
     .await;
     let http = format!("http://{}", lone.http_addr());
-    wait_count(&http, collection, shard0.len() as u64).await;
+    wait_node_count(&http, collection, shard0.len() as u64).await;
     let client = reqwest::Client::new();
     let q = vector(3_000_000);
     let whole = client
@@ -172,15 +170,11 @@ pub async fn split_collection_is_served_whole_and_by_shard(
     );
     for seed in 0..10u64 {
         let q = vector(3_000_000 + seed);
-        let r: Value = client
-            .post(format!("{http}/v1/collections/{collection}/search"))
-            .json(&json!({"vector": q, "k": 10, "allow_partial": true}))
-            .send()
-            .await
-            .expect("search")
-            .json()
-            .await
-            .expect("json");
+        let r: Value = post(
+            format!("{http}/v1/collections/{collection}/search"),
+            &json!({"vector": q, "k": 10, "allow_partial": true}),
+        )
+        .await;
         assert_eq!(
             r["missing_shards"],
             json!((1..shards).collect::<Vec<_>>()),
@@ -223,7 +217,6 @@ async fn answers_exactly(
     points: &BTreeMap<u64, Vec<f32>>,
     extra: &Value,
 ) {
-    let client = reqwest::Client::new();
     let mut searches = Vec::new();
     for seed in 0..10u64 {
         let q = vector(4_000_000 + seed);
@@ -232,27 +225,15 @@ async fn answers_exactly(
             b.extend(e.clone());
         }
         searches.push(body.clone());
-        let r: Value = client
-            .post(format!("{http}/v1/collections/{collection}/search"))
-            .json(&body)
-            .send()
-            .await
-            .expect("search")
-            .json()
-            .await
-            .expect("json");
+        let r: Value = post(format!("{http}/v1/collections/{collection}/search"), &body).await;
         check_exact(points, &q, &r["result"], &r);
         assert!(r.get("missing_shards").is_none(), "{r}");
     }
-    let r: Value = client
-        .post(format!("{http}/v1/collections/{collection}/search/batch"))
-        .json(&json!({ "searches": searches }))
-        .send()
-        .await
-        .expect("batch")
-        .json()
-        .await
-        .expect("json");
+    let r: Value = post(
+        format!("{http}/v1/collections/{collection}/search/batch"),
+        &json!({ "searches": searches }),
+    )
+    .await;
     for (seed, res) in (0..10u64).zip(r["results"].as_array().expect("results")) {
         check_exact(points, &vector(4_000_000 + seed), &res["result"], &r);
     }
@@ -300,54 +281,15 @@ async fn wait_fanned_out(http: &str, collection: &str) {
     }
 }
 
-/// Starts another eddy-query on `cluster`'s broker and store with `extra`
-/// flags.
-async fn start_node(cluster: &Cluster, extra: &[&str]) -> eddy_query::Query {
-    let brokers = cluster.brokers();
-    let store = cluster.store_path().display().to_string();
-    let args: Vec<&str> = [
-        "eddy-query",
-        "--brokers",
-        &brokers,
-        "--store",
-        &store,
-        "--http-addr",
-        "127.0.0.1:0",
-        "--flight-addr",
-        "127.0.0.1:0",
-        "--manifest-poll-ms",
-        "50",
-        "--collection-poll-ms",
-        "100",
-    ]
-    .into_iter()
-    .chain(extra.iter().copied())
-    .collect();
-    eddy_query::start(<eddy_query::QueryConfig as clap::Parser>::parse_from(args))
+/// POSTs `body` to `url`; the JSON answer.
+async fn post(url: String, body: &Value) -> Value {
+    reqwest::Client::new()
+        .post(url)
+        .json(body)
+        .send()
         .await
-        .expect("query node starts")
-}
-
-/// Waits until `http` counts `n` points in `collection`.
-async fn wait_count(http: &str, collection: &str, n: u64) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let r: Option<Value> = async {
-            reqwest::Client::new()
-                .post(format!("{http}/v1/collections/{collection}/count"))
-                .json(&json!({}))
-                .send()
-                .await
-                .ok()?
-                .json()
-                .await
-                .ok()
-        }
-        .await;
-        if r.as_ref().and_then(|r| r["count"].as_u64()) == Some(n) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "count never reached {n}: {r:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        .expect("request")
+        .json()
+        .await
+        .expect("json")
 }

@@ -5,7 +5,6 @@
 
 use std::time::{Duration, Instant};
 
-use clap::Parser as _;
 use eddy_loadtest::broker::Tansu;
 use eddy_manifest::Store;
 use eddy_model::{CollectionDef, Metric};
@@ -49,25 +48,13 @@ async fn a_full_tail_stops_reading_says_so_and_reads_on_after_a_seal() {
     def.metric = Metric::L2;
     store.create_collection(&def).expect("collection");
 
-    let query = eddy_query::start(eddy_query::QueryConfig::parse_from([
-        "eddy-query",
-        "--store",
-        dir.path().to_str().expect("utf-8"),
-        "--brokers",
-        &brokers,
-        "--http-addr",
-        "127.0.0.1:0",
-        "--flight-addr",
-        "127.0.0.1:0",
-        "--manifest-poll-ms",
-        "50",
-        "--collection-poll-ms",
-        "100",
-        "--max-tail-rows",
-        &BOUND.to_string(),
-    ]))
-    .await
-    .expect("query starts");
+    let flags = [
+        "--store".to_owned(),
+        dir.path().display().to_string(),
+        "--max-tail-rows".to_owned(),
+        BOUND.to_string(),
+    ];
+    let query = crate::cluster::start_query(&brokers, &flags).await;
     let http = reqwest::Client::new();
     let url = |path: &str| format!("http://{}{path}", query.http_addr());
 

@@ -5,7 +5,6 @@
 
 use std::time::{Duration, Instant};
 
-use clap::Parser as _;
 use eddy_loadtest::broker::Tansu;
 use eddy_manifest::{PartitionState, Store};
 use eddy_model::{CollectionDef, Metric};
@@ -79,23 +78,8 @@ async fn a_partition_beyond_its_log_is_stale_until_resumed() {
     );
     store.publish(&manifest).expect("v1");
 
-    let query = eddy_query::start(eddy_query::QueryConfig::parse_from([
-        "eddy-query",
-        "--store",
-        dir.path().to_str().expect("utf-8"),
-        "--brokers",
-        &brokers,
-        "--http-addr",
-        "127.0.0.1:0",
-        "--flight-addr",
-        "127.0.0.1:0",
-        "--manifest-poll-ms",
-        "50",
-        "--collection-poll-ms",
-        "100",
-    ]))
-    .await
-    .expect("query starts");
+    let flags = ["--store".to_owned(), dir.path().display().to_string()];
+    let query = crate::cluster::start_query(&brokers, &flags).await;
     let http = reqwest::Client::new();
     let stale = format!(
         "eddy_query_partition_stale{{collection=\"{COLLECTION}\",partition=\"0\",reason=\"above_high_watermark\"}}"
