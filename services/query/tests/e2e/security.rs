@@ -329,7 +329,9 @@ pub async fn dropping_collections_and_flight_actions(cluster: &Cluster) {
             "create_collection",
             "drop_collection",
             "alter_collection",
-            "collection_stats"
+            "collection_stats",
+            "served_shards",
+            "search_shards"
         ]
     );
     let action =
