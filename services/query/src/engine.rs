@@ -399,6 +399,8 @@ impl Engine {
         let n = queries.len();
         let _admitted = self.admission.admit(n)?;
         let segments = collection.segment_count() as f64;
+        // Shared by the legs, the inline search and the pool's chunks.
+        let queries = Arc::new(queries);
         let remote = async {
             match (&self.peers, missing.is_empty()) {
                 (Some(peers), false) => {
@@ -475,11 +477,10 @@ impl Engine {
         &self,
         collection: &Arc<Collection>,
         search: &Arc<PreparedSearch>,
-        queries: QueryBatch,
+        queries: Arc<QueryBatch>,
     ) -> Result<BatchResult, ApiError> {
         let n = queries.len();
         let chunk = n.div_ceil(self.pool.threads()).max(1);
-        let queries = Arc::new(queries);
         let parts: Vec<_> = (0..n)
             .step_by(chunk)
             .map(|start| {

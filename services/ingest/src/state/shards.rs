@@ -79,12 +79,7 @@ impl ShardStates {
             self.shards[0].set_def(def);
             return;
         }
-        for (s, state) in self.shards.iter_mut().enumerate() {
-            let chain = if def.shards > 1 {
-                def.for_chain(s as u32)
-            } else {
-                def.clone()
-            };
+        for (state, chain) in self.shards.iter_mut().zip(def.chain_defs()) {
             state.set_def(chain);
         }
         self.def = def;
