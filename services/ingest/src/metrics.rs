@@ -179,8 +179,9 @@ fn histogram(
     Ok(h)
 }
 
-/// Removes the series of `vec` whose `collection` label is `collection`,
-/// whatever its other labels.
+/// Removes the series of `vec` whose `collection` label is `collection`
+/// or one of its manifest chains (`collection.<shard>`), whatever its
+/// other labels.
 fn remove_series_of<T: prometheus::core::MetricVecBuilder>(
     vec: &prometheus::core::MetricVec<T>,
     collection: &str,
@@ -193,7 +194,10 @@ fn remove_series_of<T: prometheus::core::MetricVecBuilder>(
                 .iter()
                 .map(|l| (l.name(), l.value()))
                 .collect();
-            if labels.get("collection") == Some(&collection) {
+            let of_collection = labels.get("collection").is_some_and(|label| {
+                *label == collection || eddy_model::collection_of_chain(label) == collection
+            });
+            if of_collection {
                 // Gone already if a concurrent call removed it.
                 let _ = vec.remove(&labels);
             }
@@ -420,13 +424,13 @@ mod tests {
         assert!(NAMES.iter().all(|n| n.starts_with("eddy_ingest_")));
     }
 
-    /// A dropped collection's series go, per-partition and counters
-    /// included; another collection's stay.
+    /// A dropped collection's series go, per-partition, counters and its
+    /// shards' chains included; another collection's stay.
     #[test]
     fn forgetting_a_collection_removes_all_its_series() {
         let registry = Registry::new();
         let m = IngestMetrics::new(&registry).expect("metrics");
-        for c in ["gone", "kept"] {
+        for c in ["gone", "gone.1", "kept", "kept.0"] {
             m.lag.with_label_values(&[c, "0"]).set(5);
             m.events.with_label_values(&[c, "upsert"]).inc();
             m.growing_rows.with_label_values(&[c]).set(3);
@@ -438,10 +442,11 @@ mod tests {
         let text = prometheus::TextEncoder::new()
             .encode_to_string(&registry.gather())
             .expect("text");
-        assert!(!text.contains("\"gone\""), "{text}");
+        assert!(!text.contains("\"gone"), "{text}");
         for series in [
             "eddy_ingest_consumer_lag{collection=\"kept\"",
             "eddy_ingest_events_total{collection=\"kept\"",
+            "eddy_ingest_growing_rows{collection=\"kept.0\"}",
         ] {
             assert!(text.contains(series), "{series} missing:\n{text}");
         }

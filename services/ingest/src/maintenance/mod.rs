@@ -82,6 +82,9 @@ struct Progress {
     offsets_since: HashMap<String, (BTreeMap<u32, i64>, Instant)>,
     /// The payload fields each segment's index covers (for `reindex`).
     indexed_fields: reindex::IndexedFields,
+    /// The manifest chains the last listing named: one no longer listed
+    /// was dropped, and the gauges this loop wrote of it are removed.
+    listed: HashSet<String>,
 }
 
 impl Progress {
@@ -169,7 +172,12 @@ impl Maintenance {
         // Each manifest chain (a split collection has one per shard) has
         // its own merges, index builds and garbage.
         let collections: Vec<CollectionDef> = match self.store.collections() {
-            Ok(c) => c.iter().flat_map(CollectionDef::chain_defs).collect(),
+            Ok(c) => {
+                let chains: Vec<CollectionDef> =
+                    c.iter().flat_map(CollectionDef::chain_defs).collect();
+                self.forget_unlisted(&chains, &mut progress.listed);
+                chains
+            }
             Err(e) => {
                 warn!(error = %e, "maintenance: listing collections");
                 Vec::new()
@@ -186,6 +194,19 @@ impl Maintenance {
             }
         }
         worked
+    }
+
+    /// Removes the series of every chain `listed` by the last listing and
+    /// missing from `chains` (its collection was dropped), then remembers
+    /// `chains`. A pass that listed a collection just before its drop may
+    /// write its gauges after the supervisor forgot them, and even after
+    /// its files were collected; the next pass removes them here.
+    fn forget_unlisted(&self, chains: &[CollectionDef], listed: &mut HashSet<String>) {
+        let now: HashSet<String> = chains.iter().map(|d| d.name.clone()).collect();
+        for gone in listed.difference(&now) {
+            self.metrics.forget_collection(gone);
+        }
+        *listed = now;
     }
 
     /// Runs the next due job of one collection: a tier merge, else a
@@ -273,5 +294,47 @@ mod tests {
         });
         assert_eq!(metrics.maintenance_restarts.get(), 1);
         scenario.teardown();
+    }
+}
+
+#[cfg(test)]
+mod dropped_series_tests {
+    use std::time::Duration;
+
+    use prometheus::core::Collector as _;
+
+    use super::*;
+
+    /// Whether the unindexed-rows gauge has a series labelled `chain`.
+    fn has_gauge(m: &Maintenance, chain: &str) -> bool {
+        m.metrics
+            .unindexed_rows
+            .collect()
+            .iter()
+            .flat_map(|family| family.get_metric())
+            .any(|metric| metric.get_label().iter().any(|l| l.value() == chain))
+    }
+
+    /// A pass that wrote a collection's gauges before its drop is followed
+    /// by one that removes them, even when the drop's files were collected
+    /// in between (the supervisor, which forgets a collection while it is
+    /// dropped, no longer sees it then).
+    #[test]
+    fn the_pass_after_a_drop_removes_the_dropped_collections_gauges() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Store::open(dir.path()).expect("store");
+        store
+            .create_collection(&CollectionDef::new("c", 2))
+            .expect("collection");
+        testing::seal(&store, 0..4);
+        let m = testing::maintenance(&store, "3600000");
+        let mut progress = Progress::default();
+        testing::settle(&m, &mut progress);
+        assert!(has_gauge(&m, "c"), "a pass reports the collection");
+        assert!(store.drop_collection("c", "test").expect("drop"));
+        store.collect_dropped(Duration::ZERO).expect("collect");
+        assert!(!store.is_dropped("c"), "its files are collected");
+        testing::settle(&m, &mut progress);
+        assert!(!has_gauge(&m, "c"), "its gauge went with the next pass");
     }
 }

@@ -274,7 +274,7 @@ pub async fn dropping_collections_and_flight_actions(cluster: &Cluster) {
     );
     // Ingest runs a worker for it (its gauges say so) until the drop.
     let series = "collection=\"jobs-b\"";
-    wait_for_ingest_metrics(cluster, |m| m.contains(series), "jobs-b's worker started").await;
+    wait_for_ingest_series(cluster, series, true, "jobs-b's worker started").await;
     let dropped: Value = delete("jobs-b", &s.admin_key)
         .await
         .expect("request")
@@ -297,7 +297,7 @@ pub async fn dropping_collections_and_flight_actions(cluster: &Cluster) {
         .store_path()
         .join("collections/jobs-b/dropped.json")
         .exists());
-    wait_for_ingest_metrics(cluster, |m| !m.contains(series), "jobs-b's worker stopped").await;
+    wait_for_ingest_series(cluster, series, false, "jobs-b's worker stopped").await;
     let put = |name: &str| {
         client
             .put(cluster.url(&format!("/v1/collections/{name}")))
@@ -432,17 +432,21 @@ pub async fn dropping_collections_and_flight_actions(cluster: &Cluster) {
     );
 }
 
-/// Polls the ingest metrics until `done` holds (at most 120 s: a worker
-/// stops only after its last seal and consumer close, which a slow broker
-/// (metadata timeouts of 5 s each were seen) can stretch past 30 s).
-async fn wait_for_ingest_metrics(cluster: &Cluster, done: impl Fn(&str) -> bool, what: &str) {
+/// Polls the ingest metrics until they show `series` (`present`) or no
+/// longer show it (at most 120 s: a worker starts only after its topic's
+/// metadata, which a slow broker can stretch past 30 s). On a timeout it
+/// names the series' lines still exported.
+async fn wait_for_ingest_series(cluster: &Cluster, series: &str, present: bool, what: &str) {
+    let mut metrics = String::new();
     for _ in 0..1200 {
-        if done(&cluster.ingest_metrics().await) {
+        metrics = cluster.ingest_metrics().await;
+        if metrics.contains(series) == present {
             return;
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    panic!("timed out waiting for: {what}");
+    let lines: Vec<&str> = metrics.lines().filter(|l| l.contains(series)).collect();
+    panic!("timed out waiting for: {what}; ingest exports {lines:#?}");
 }
 
 /// The secured cluster's broker lets in only what eddy was given: a
