@@ -9,21 +9,24 @@
 //! serves its shards (a replica takes over a dead node's shards at once,
 //! and the failed peer is skipped until it answers a refresh again); shards
 //! no reachable peer serves are missing: the search fails with 503, or with
-//! `allow_partial` answers without them, marked partial.
+//! `allow_partial` answers without them, marked partial. Before it gives a
+//! shard up, a search asks every peer again what it serves (searches at
+//! the same time share one round of asking), so a node that came up since
+//! the last refresh answers at once.
 
 pub mod leg;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use arrow_flight::{Action, FlightClient};
 use bytes::Bytes;
 use futures::StreamExt;
 use parking_lot::RwLock;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::error::ApiError;
 use crate::prepared::{PreparedSearch, QueryBatch};
@@ -85,6 +88,10 @@ pub struct Peers {
     refresh: Duration,
     /// Rotates the first choice among equal peers, spreading legs.
     next: AtomicUsize,
+    /// When the newest refresh of every peer started.
+    refreshed: parking_lot::Mutex<Option<Instant>>,
+    /// Held by a search's refresh, so concurrent ones share one.
+    refreshing: tokio::sync::Mutex<()>,
 }
 
 /// What the fan-out of one search gathered.
@@ -128,6 +135,8 @@ impl Peers {
             key: opts.key.clone(),
             refresh: opts.refresh,
             next: AtomicUsize::new(0),
+            refreshed: parking_lot::Mutex::new(None),
+            refreshing: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -147,8 +156,26 @@ impl Peers {
 
     /// Asks every peer, at once, what it serves.
     pub async fn refresh_all(&self) {
+        let started = Instant::now();
         let asks = self.peers.iter().map(|p| self.refresh_one(p));
         futures::future::join_all(asks).await;
+        let mut refreshed = self.refreshed.lock();
+        if refreshed.is_none_or(|at| at < started) {
+            *refreshed = Some(started);
+        }
+    }
+
+    /// Refreshes every peer's view for a search that began at `began` and
+    /// found no peer for a shard, unless a refresh started since it began
+    /// (concurrent searches share one). Returns whether the views are
+    /// newer than the search.
+    async fn refresh_for(&self, began: Instant) -> bool {
+        let _one = self.refreshing.lock().await;
+        let fresh = self.refreshed.lock().is_some_and(|at| at >= began);
+        if !fresh {
+            self.refresh_all().await;
+        }
+        true
     }
 
     async fn refresh_one(&self, peer: &Peer) {
@@ -160,6 +187,7 @@ impl Peers {
         let mut view = peer.view.write();
         match served {
             Ok(served) => {
+                debug!(peer = %peer.url, ?served, "peer refreshed");
                 if !view.reachable {
                     info!(peer = %peer.url, collections = served.len(), "peer reachable");
                 }
@@ -171,6 +199,8 @@ impl Peers {
             Err(e) => {
                 if view.reachable {
                     warn!(peer = %peer.url, error = %e, "peer unreachable: its shards are asked of others");
+                } else {
+                    debug!(peer = %peer.url, error = %e, "peer still unreachable");
                 }
                 view.reachable = false;
             }
@@ -298,8 +328,10 @@ impl Peers {
         search: &PreparedSearch,
         queries: &QueryBatch,
     ) -> Result<Gathered, ApiError> {
+        let began = Instant::now();
         let mut left: BTreeSet<u32> = shards.iter().copied().collect();
         let mut tried = BTreeSet::new();
+        let mut refreshed = false;
         let mut out = Gathered {
             hits: vec![Vec::new(); queries.len()],
             ..Gathered::default()
@@ -307,6 +339,12 @@ impl Peers {
         while !left.is_empty() {
             let plan = self.plan(collection, &left, &tried);
             if plan.is_empty() {
+                // The views may be older than a node that came up since:
+                // ask again, once, before giving the shards up.
+                if !refreshed && self.refresh_for(began).await {
+                    refreshed = true;
+                    continue;
+                }
                 break;
             }
             let legs = plan.iter().map(|(peer, legs_shards)| {

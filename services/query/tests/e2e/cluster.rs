@@ -402,23 +402,7 @@ impl Cluster {
     }
 
     async fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let ok = self
-                .http
-                .get(self.url("/readyz"))
-                .send()
-                .await
-                .is_ok_and(|r| r.status().is_success());
-            if ok {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "query service not ready within 60 s"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        wait_node_ready(&self.http, &self.url("")).await;
     }
 
     /// Produces one record (value `None` = tombstone) and returns (partition, offset).
@@ -596,9 +580,15 @@ pub fn query_args(brokers: &str) -> Vec<String> {
     .collect()
 }
 
-/// Starts eddy-query with [`query_args`] for `brokers` plus `flags`.
+/// Starts eddy-query with [`query_args`] for `brokers` plus `flags`
+/// (a `--flight-addr` among them replaces the default one).
 pub async fn start_query(brokers: &str, flags: &[String]) -> eddy_query::Query {
     let mut args = query_args(brokers);
+    if flags.iter().any(|f| f == "--flight-addr") {
+        if let Some(at) = args.iter().position(|a| a == "--flight-addr") {
+            args.drain(at..at + 2);
+        }
+    }
     args.extend(flags.iter().cloned());
     eddy_query::start(eddy_query::QueryConfig::parse_from(args))
         .await
@@ -620,6 +610,25 @@ pub async fn start_node(
         .chain(store_flags.iter().cloned())
         .collect();
     start_query(&cluster.brokers(), &flags).await
+}
+
+/// Waits until the node at `http` (a base URL) says to `client` it is
+/// ready (`/readyz`: every collection's snapshot installed and its tail
+/// holding its partitions).
+pub async fn wait_node_ready(client: &reqwest::Client, http: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let ok = client
+            .get(format!("{http}/readyz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success());
+        if ok {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{http} not ready within 60 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Waits until the node at `http` (a base URL) counts `n` points in

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::cluster::{exact_top_k, start_node, vector, wait_node_count, Cluster};
+use crate::cluster::{exact_top_k, start_node, vector, wait_node_count, wait_node_ready, Cluster};
 use crate::http_api;
 
 /// Checks `cluster` (serving every shard of `collection`, split into
@@ -73,11 +73,7 @@ pub async fn split_collection_is_served_whole_and_by_shard(
     )
     .await;
     let http0 = format!("http://{}", node0.http_addr());
-    let shard0: BTreeMap<u64, Vec<f32>> = points
-        .iter()
-        .filter(|(id, _)| partition_of[id].is_multiple_of(shards))
-        .map(|(id, v)| (*id, v.clone()))
-        .collect();
+    let shard0 = shard_points(points, partition_of, shards, 0);
     assert!(!shard0.is_empty() && shard0.len() < points.len());
     wait_node_count(&http0, collection, shard0.len() as u64).await;
     eprintln!("step: shard 0 node counted");
@@ -89,6 +85,7 @@ pub async fn split_collection_is_served_whole_and_by_shard(
     // Read-your-writes across shards: points published to both shards are
     // in the next answer of shard 0's node that asks for their offsets.
     let mut all = points.clone();
+    let mut partition_of = partition_of.clone();
     let mut min_offsets = BTreeMap::new();
     let mut shard1_point = None;
     while shard1_point.is_none() || min_offsets.len() < 2 {
@@ -96,6 +93,7 @@ pub async fn split_collection_is_served_whole_and_by_shard(
         let v = vector(id);
         let (partition, offset) = cluster.upsert(id, &v, json!({"kind": "new", "i": 0})).await;
         all.insert(id, v.clone());
+        partition_of.insert(id, partition as u32);
         let seen = min_offsets.entry(partition.to_string()).or_insert(offset);
         *seen = offset.max(*seen);
         if !(partition as u32).is_multiple_of(shards) {
@@ -134,7 +132,10 @@ pub async fn split_collection_is_served_whole_and_by_shard(
     eprintln!("step: replica took over");
     node0.shutdown().await;
 
-    // A node serving shard 0 whose only peer for shard 1 is gone.
+    // A node serving shard 0 whose only peer for shard 1 is gone. Its
+    // shard holds the points published since that landed on it, too. It
+    // asks its peer what it serves once at start, and then not for an hour.
+    let shard0 = shard_points(&all, &partition_of, shards, 0);
     let lone = start_node(
         cluster,
         &store,
@@ -144,7 +145,7 @@ pub async fn split_collection_is_served_whole_and_by_shard(
             "--peers",
             &node1_flight,
             "--peer-refresh-ms",
-            "100",
+            "3600000",
         ],
     )
     .await;
@@ -206,7 +207,44 @@ pub async fn split_collection_is_served_whole_and_by_shard(
         .expect("json");
     assert_eq!(info["shards"], json!(shards), "{info}");
     assert_eq!(info["served_shards"], json!([0]), "{info}");
+
+    // Shard 1's node comes back at its address: once it serves, the lone
+    // node's next search finds it (its view of the peer, an hour from its
+    // next refresh, is asked again before shard 1 is given up) and answers
+    // whole.
+    let back = start_node(
+        cluster,
+        &store,
+        &[
+            "--shards",
+            "1",
+            "--flight-addr",
+            node1_flight.trim_start_matches("http://"),
+        ],
+    )
+    .await;
+    let shard1 = shard_points(&all, &partition_of, shards, 1);
+    let back_http = format!("http://{}", back.http_addr());
+    wait_node_count(&back_http, collection, shard1.len() as u64).await;
+    wait_node_ready(&client, &back_http).await;
+    answers_exactly(&http, collection, &all, &min_offsets).await;
+    eprintln!("step: a peer back at its address answers at once");
+    back.shutdown().await;
     lone.shutdown().await;
+}
+
+/// The points of `points` on the partitions of `shard` (of `shards`).
+fn shard_points(
+    points: &BTreeMap<u64, Vec<f32>>,
+    partition_of: &BTreeMap<u64, u32>,
+    shards: u32,
+    shard: u32,
+) -> BTreeMap<u64, Vec<f32>> {
+    points
+        .iter()
+        .filter(|(id, _)| partition_of[id] % shards == shard)
+        .map(|(id, v)| (*id, v.clone()))
+        .collect()
 }
 
 /// Searches `http` with `extra` options and checks every answer (ids and
