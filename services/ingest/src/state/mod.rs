@@ -176,7 +176,7 @@ impl CollectionState {
             );
             starts.insert(*p, state.next_offset);
         }
-        info!(collection = %self.def.name, ?starts, version = next.version, "partitions assigned");
+        debug!(chain = %self.def.name, ?starts, version = next.version, "chain's partitions assigned");
         self.id_rows.sync(&self.store, &next)?;
         self.manifest = next;
         self.publish_gauges();
@@ -194,7 +194,7 @@ impl CollectionState {
             }
         }
         self.publish_stopped_count();
-        info!(collection = %self.def.name, ?partitions, "partitions revoked");
+        debug!(chain = %self.def.name, ?partitions, "chain's partitions revoked");
     }
 
     /// Partitions owned now, with the next offset each expects.

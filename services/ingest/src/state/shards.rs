@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use eddy_kafka::{Gaps, Record};
 use eddy_manifest::Store;
 use eddy_model::CollectionDef;
+use tracing::info;
 
 use super::{Applied, CollectionState, SealOutcome, Stopped};
 use crate::config::SealPolicy;
@@ -96,6 +97,11 @@ impl ShardStates {
         for (s, ps) in self.by_shard(partitions) {
             starts.extend(self.shards[s].assign(&ps, log_starts)?);
         }
+        if !starts.is_empty() {
+            // One line per assignment, whatever the shards (tests and
+            // operators read a worker's holding from it).
+            info!(collection = %self.def.name, ?starts, "partitions assigned");
+        }
         Ok(starts)
     }
 
@@ -104,6 +110,7 @@ impl ShardStates {
         for (s, ps) in self.by_shard(partitions) {
             self.shards[s].revoke(&ps);
         }
+        info!(collection = %self.def.name, ?partitions, "partitions revoked");
     }
 
     /// Checks `partition`'s next offset against its log (see

@@ -304,7 +304,7 @@ impl Worker {
             warn!(
                 collection = %self.name,
                 waited_s = waited.as_secs(),
-                "subscribed but no partitions assigned: the group coordinator has not \
+                "subscribed, but the group gave this worker no partition: the coordinator has not \
                  completed a rebalance (other members may own all partitions, or the \
                  broker keeps a dead member in the group)"
             );

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use eddy_ingest::failpoints::{CRASH_AT_ENV, CRASH_EXIT_CODE};
 use eddy_manifest::Store;
 
+use super::processes::{log_count, wait_assigned, Ingest, IngestSpec};
 use super::support::{
-    fsck_against, log_count, query_against, read_model, seeded_rng, wait_assigned, wait_covered,
-    workload, Ingest, IngestSpec, Producer,
+    fsck_against, query_against, read_model, seeded_rng, wait_covered, workload, Producer,
 };
 
 /// Waits up to `timeout` for `ingest` to exit by itself.

@@ -15,6 +15,8 @@
 //! (moto on loopback): uploads cut short by a SIGKILL, segments fetched
 //! back for merges and indexes, garbage collection over the bucket.
 //! The kill moments come from a seeded generator (`EDDY_KILL_SEED`, printed).
+//! `drill.rs` is issue 13's drill: shards, two ingest workers and three
+//! query node processes on the S3 server, killed while events flow.
 //! With `--features failpoints` the binary also runs the crash-point tests
 //! (`crash_points.rs`).
 
@@ -22,15 +24,18 @@ mod support;
 
 #[cfg(feature = "failpoints")]
 mod crash_points;
+mod drill;
+mod processes;
 
 use std::time::{Duration, Instant};
 
 use eddy_loadtest::broker::Tansu;
 use eddy_loadtest::s3_server::S3Server;
-use eddy_manifest::{Store, StoreLocation};
+use eddy_manifest::Store;
+use processes::{wait_assigned, Group, IngestSpec};
 use support::{
-    fsck_against, query_against, query_on, random_pause, read_model, seeded_rng, wait_assigned,
-    wait_covered, wait_group_stable, workload, IngestSpec, Producer,
+    fsck_against, query_against, query_on, random_pause, read_model, s3_store, seeded_rng,
+    wait_covered, workload, Producer,
 };
 
 /// Sizes of one run.
@@ -127,28 +132,9 @@ async fn sigkills_at_random_moments(topic: &'static str, s3: Option<&S3Server>) 
     let store = match s3 {
         None => Store::open(&store_dir).expect("store"),
         Some(server) => {
-            // Settings as flags, the secret (moto checks none) in a file,
-            // as a deployment would mount it.
-            let mut flags = vec!["--store".to_owned(), server.store_url(topic)];
-            let secrets = dir.path().join("store-secrets");
-            let mut secret_lines = String::new();
-            for (name, value) in server.env() {
-                let key = name.to_ascii_lowercase();
-                if key.contains("secret") {
-                    secret_lines.push_str(&format!("{key}={value}\n"));
-                } else {
-                    flags.extend(["--store-option".to_owned(), format!("{key}={value}")]);
-                }
-            }
-            std::fs::write(&secrets, secret_lines).expect("secrets file");
-            flags.extend([
-                "--store-secrets-file".to_owned(),
-                secrets.display().to_string(),
-            ]);
+            let (flags, store) = s3_store(server, topic, dir.path());
             spec.store_flags = Some(flags);
-            let location = StoreLocation::parse(&server.store_url(topic)).expect("url");
-            Store::open_location_with(&location, &dir.path().join("test-cache"), &server.env())
-                .expect("S3 store")
+            store
         }
     };
 
@@ -221,37 +207,26 @@ async fn two_workers_on_four_partitions_killed_in_turn_lose_and_double_nothing()
             spec
         })
         .collect();
-    let logs = [dir.path().join("a.log"), dir.path().join("b.log")];
-    let mut spawns = [1, 1];
-    let mut workers = Vec::new();
-    for w in 0..2 {
-        workers.push(specs[w].spawn(&logs[w]));
-        wait_assigned(&mut workers[w], &logs[w], 1).await;
-    }
-    wait_group_stable(&logs, 4).await;
+    let logs = vec![dir.path().join("a.log"), dir.path().join("b.log")];
+    let mut group = Group::start(specs, logs, 4).await;
     let events = workload(profile.pair_ids, 5, &mut rng);
     let producer = Producer::new(&brokers);
     let pieces = cut(&events, profile.pair_kills + 1, &mut rng);
     for (i, piece) in pieces.iter().enumerate() {
         producer.send(TOPIC, piece).await;
         if i + 1 < pieces.len() {
-            let w = i % 2;
             tokio::time::sleep(random_pause(&mut rng, 400)).await;
-            workers[w].kill();
-            workers[w] = specs[w].spawn(&logs[w]);
-            spawns[w] += 1;
-            wait_assigned(&mut workers[w], &logs[w], spawns[w]).await;
-            wait_group_stable(&logs, 4).await;
+            group.restart(i % 2).await;
         }
     }
     let store = Store::open(&store_dir).expect("store");
-    let (s, b, l) = (store.clone(), brokers.clone(), logs.to_vec());
+    let (s, b, l) = (store.clone(), brokers.clone(), group.logs.clone());
     tokio::task::spawn_blocking(move || {
         wait_covered(&s, &b, TOPIC, 4, Duration::from_secs(300), &l)
     })
     .await
     .expect("join");
-    drop(workers);
+    group.kill_all();
     let model = read_model(&brokers, TOPIC, 4);
     let checked = fsck_against(&store, &brokers, TOPIC, &model).remove(0);
     query_against(&store_dir, &brokers, TOPIC, &model, 5).await;
@@ -325,11 +300,11 @@ async fn a_stopped_worker_resumed_after_its_partitions_moved_doubles_nothing() {
     // Resumed, A seals what it held: refused for both partitions.
     a.signal("CONT");
     let deadline = Instant::now() + Duration::from_secs(60);
-    while support::log_count(&log_a, "partition fenced by a newer owner") == 0 {
+    while processes::log_count(&log_a, "partition fenced by a newer owner") == 0 {
         assert!(
             Instant::now() < deadline,
             "A's late publish was never fenced\n{}",
-            support::log_tails(std::slice::from_ref(&log_a))
+            processes::log_tails(std::slice::from_ref(&log_a))
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -1,15 +1,16 @@
-//! What the kill, fencing and crash-point tests share: ingest child
-//! processes, a seeded workload of upserts and tombstones, the model of the
-//! final state computed by reading the topic itself, and the two checks of
-//! a store against it — `eddy fsck` with broker access, and eddy-query.
+//! What the kill, fencing, crash-point and drill tests share besides the
+//! processes (`processes.rs`): a seeded workload of upserts and tombstones,
+//! the topic read back (the state at any offsets), the S3 store, and the
+//! two checks of a store against the topic — `eddy fsck` with broker
+//! access, and eddy-query.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Parser as _;
-use eddy_manifest::Store;
+use eddy_loadtest::s3_server::S3Server;
+use eddy_manifest::{Store, StoreLocation};
 use eddy_model::CollectionDef;
 use rand::seq::SliceRandom as _;
 use rand::{Rng as _, SeedableRng as _};
@@ -19,6 +20,8 @@ use rdkafka::message::Message as _;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use serde_json::{json, Value};
+
+use crate::processes::log_tails;
 
 /// Vector dimension of every test collection.
 pub const DIM: usize = 4;
@@ -60,6 +63,13 @@ pub fn workload(ids: u64, rounds: u64, rng: &mut ChaCha8Rng) -> Vec<Ev> {
 /// `None` when that was a tombstone. Computed by reading the topic back.
 pub type Model = BTreeMap<u64, Option<u64>>;
 
+/// The vector of id `id`'s event carrying value `v`.
+pub fn vector_of(id: u64, v: u64) -> Vec<f32> {
+    (0..DIM)
+        .map(|d| ((id * 31 + v * 7 + d as u64) % 1000) as f32 / 1000.0)
+        .collect()
+}
+
 /// A producer that waits for every acknowledgement.
 pub struct Producer(FutureProducer);
 
@@ -83,9 +93,7 @@ impl Producer {
             let sends = chunk.iter().map(|ev| {
                 let key = ev.id.to_string();
                 let value = ev.value.map(|v| {
-                    let vector: Vec<f32> = (0..DIM)
-                        .map(|d| ((ev.id * 31 + v * 7 + d as u64) % 1000) as f32 / 1000.0)
-                        .collect();
+                    let vector = vector_of(ev.id, v);
                     json!({"id": ev.id, "vector": vector, "payload": {"v": v}}).to_string()
                 });
                 let producer = &self.0;
@@ -107,6 +115,32 @@ impl Producer {
 
 /// Reads `topic` back to its high watermarks and returns the model.
 pub fn read_model(brokers: &str, topic: &str, partitions: u32) -> Model {
+    read_log(brokers, topic, partitions).state_before(&BTreeMap::new())
+}
+
+/// The events of a topic, per partition in offset order: `(offset, id,
+/// value)`, the value `None` for a tombstone.
+#[derive(Debug, Default)]
+pub struct EventLog(pub BTreeMap<u32, Vec<(i64, u64, Option<u64>)>>);
+
+impl EventLog {
+    /// The state the events before `offsets` imply (per partition the first
+    /// offset left out; a partition not named counts whole): per id, the
+    /// value of its last event. Each id's events are on one partition.
+    pub fn state_before(&self, offsets: &BTreeMap<u32, i64>) -> Model {
+        let mut state = Model::new();
+        for (p, events) in &self.0 {
+            let end = offsets.get(p).copied().unwrap_or(i64::MAX);
+            for (_, id, value) in events.iter().take_while(|(o, _, _)| *o < end) {
+                state.insert(*id, *value);
+            }
+        }
+        state
+    }
+}
+
+/// Reads `topic` back to its high watermarks.
+pub fn read_log(brokers: &str, topic: &str, partitions: u32) -> EventLog {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", brokers)
         .set("group.id", "kill-test-model")
@@ -124,7 +158,7 @@ pub fn read_model(brokers: &str, topic: &str, partitions: u32) -> Model {
             .expect("tpl");
     }
     consumer.assign(&tpl).expect("assign");
-    let mut last: BTreeMap<u64, ((i32, i64), Option<u64>)> = BTreeMap::new();
+    let mut log = EventLog::default();
     let mut next: BTreeMap<i32, i64> = ends.keys().map(|p| (*p, 0)).collect();
     let deadline = Instant::now() + Duration::from_secs(300);
     while next.iter().any(|(p, o)| *o < ends[p]) {
@@ -136,6 +170,9 @@ pub fn read_model(brokers: &str, topic: &str, partitions: u32) -> Model {
             continue;
         };
         let msg = msg.expect("message");
+        if msg.offset() >= ends[&msg.partition()] {
+            continue;
+        }
         next.insert(msg.partition(), msg.offset() + 1);
         let id: u64 = std::str::from_utf8(msg.key().expect("key"))
             .expect("utf-8")
@@ -145,239 +182,16 @@ pub fn read_model(brokers: &str, topic: &str, partitions: u32) -> Model {
             let v: Value = serde_json::from_slice(p).expect("json");
             v["payload"]["v"].as_u64().expect("payload v")
         });
-        let source = (msg.partition(), msg.offset());
-        let entry = last.entry(id).or_insert((source, value));
-        if source >= entry.0 {
-            *entry = (source, value);
-        }
+        log.0
+            .entry(msg.partition() as u32)
+            .or_default()
+            .push((msg.offset(), id, value));
     }
-    last.into_iter().map(|(id, (_, v))| (id, v)).collect()
+    log
 }
 
-/// An eddy-ingest child process, killed with SIGKILL when dropped.
-pub struct Ingest {
-    /// The process.
-    pub child: Child,
-}
-
-impl Ingest {
-    /// SIGKILL, then reap.
-    pub fn kill(&mut self) {
-        // Already exited is fine: the point is that it no longer runs.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// Sends `signal` (`STOP`, `CONT`) with kill(1).
-    pub fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(self.child.id().to_string())
-            .status()
-            .expect("kill(1) runs");
-        assert!(status.success(), "kill -{signal}");
-    }
-}
-
-impl Drop for Ingest {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// How an ingest process is started.
-#[derive(Debug, Clone)]
-pub struct IngestSpec {
-    /// The store directory.
-    pub store: PathBuf,
-    /// Bootstrap servers.
-    pub brokers: String,
-    /// The collection (its topic has the same name).
-    pub collection: String,
-    /// Static group member id.
-    pub instance: String,
-    /// Flags beyond the store, brokers, collection and instance.
-    pub args: Vec<String>,
-    /// Extra environment (e.g. `EDDY_CRASH_AT`).
-    pub env: Vec<(String, String)>,
-    /// Store flags that replace `--store <store>` (an object store; `store`
-    /// is then the process's cache directory).
-    pub store_flags: Option<Vec<String>>,
-}
-
-impl IngestSpec {
-    /// A spec with small seals, merges of two segments, indexes from 64
-    /// rows and garbage collection every 300 ms with a one-second grace.
-    pub fn small(store: &Path, brokers: &str, collection: &str, instance: &str) -> Self {
-        let args = [
-            "--seal-rows",
-            "97",
-            "--seal-age-ms",
-            "150",
-            "--merge-min-segments",
-            "2",
-            "--min-graph-rows",
-            "64",
-            "--index-poll-ms",
-            "50",
-            "--gc-interval-ms",
-            "300",
-            "--gc-grace-secs",
-            "1",
-            "--gc-keep-versions",
-            "2",
-            "--write-lease-secs",
-            "30",
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "--collection-poll-ms",
-            "100",
-        ];
-        Self {
-            store: store.to_owned(),
-            brokers: brokers.to_owned(),
-            collection: collection.to_owned(),
-            instance: instance.to_owned(),
-            args: args.iter().map(|a| (*a).to_owned()).collect(),
-            env: Vec::new(),
-            store_flags: None,
-        }
-    }
-
-    /// Sets flag `--name` to `value`, replacing an earlier value.
-    pub fn set(&mut self, name: &str, value: &str) -> &mut Self {
-        let flag = format!("--{name}");
-        match self.args.iter().position(|a| *a == flag) {
-            Some(i) => self.args[i + 1] = value.to_owned(),
-            None => self.args.extend([flag, value.to_owned()]),
-        }
-        self
-    }
-
-    /// Starts the process, appending its stderr to `log`.
-    pub fn spawn(&self, log: &Path) -> Ingest {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-            .expect("log file");
-        let store = self.store.to_str().expect("utf-8").to_owned();
-        let store_flags = match &self.store_flags {
-            None => vec!["--store".to_owned(), store],
-            Some(flags) => {
-                let mut flags = flags.clone();
-                flags.extend(["--store-cache".to_owned(), store]);
-                flags
-            }
-        };
-        let child = Command::new(env!("CARGO_BIN_EXE_eddy-ingest"))
-            .args(&store_flags)
-            .args(["--brokers", &self.brokers])
-            .args([
-                "--collection",
-                &format!("name={},dim={DIM},metric=l2", self.collection),
-            ])
-            .args(["--instance-id", &self.instance])
-            .args(&self.args)
-            .env(
-                "RUST_LOG",
-                std::env::var("EDDY_TEST_LOG")
-                    .unwrap_or_else(|_| "info,librdkafka=warn,rdkafka=warn".to_owned()),
-            )
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .stdout(Stdio::null())
-            .stderr(file)
-            .spawn()
-            .expect("eddy-ingest starts");
-        Ingest { child }
-    }
-}
-
-/// The last lines of each log, for a failure message.
-pub fn log_tails(logs: &[PathBuf]) -> String {
-    logs.iter()
-        .map(|log| {
-            let text = std::fs::read_to_string(log).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            let tail = lines[lines.len().saturating_sub(40)..].join("\n");
-            format!("--- {}:\n{tail}", log.display())
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// Occurrences of `text` in the log at `log`.
-pub fn log_count(log: &Path, text: &str) -> usize {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .matches(text)
-        .count()
-}
-
-/// Waits until `log` shows at least `n` partition assignments (Tansu 0.6
-/// never expires a member killed mid-join, so a test kills only members
-/// whose join completed; see tests/restart.rs).
-pub async fn wait_assigned(ingest: &mut Ingest, log: &Path, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while log_count(log, "partitions assigned") < n {
-        if let Some(status) = ingest.child.try_wait().expect("try_wait") {
-            panic!(
-                "ingest exited ({status}) before assignment #{n}; log:\n{}",
-                std::fs::read_to_string(log).unwrap_or_default()
-            );
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no assignment #{n}; log:\n{}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// How many partitions `log`'s worker holds now: the size of its newest
-/// assignment, or 0 while its newest rebalance event is a revocation (or
-/// there is none).
-fn held_partitions(log: &Path) -> usize {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    let assigned = text.rfind("partitions assigned");
-    let revoked = text.rfind("partitions revoked");
-    let Some(at) = assigned.filter(|a| revoked.is_none_or(|r| r < *a)) else {
-        return 0;
-    };
-    // The rest of the line names its starts as `{partition: offset, ...}`.
-    let line = text[at..].split('\n').next().unwrap_or("");
-    line.find('{')
-        .and_then(|open| {
-            line[open..]
-                .find('}')
-                .map(|close| &line[open..open + close])
-        })
-        .map_or(0, |starts| starts.matches(':').count())
-}
-
-/// Waits until the consumer group of the workers logging to `logs` is
-/// stable: each one's newest rebalance event is an assignment and together
-/// they hold all `partitions`. A member killed while a rebalance is still
-/// under way can leave Tansu 0.6's group unable to rebalance for good
-/// (README, Known issues), so a test kills only between rebalances.
-pub async fn wait_group_stable(logs: &[PathBuf], partitions: usize) {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let held: Vec<usize> = logs.iter().map(|l| held_partitions(l)).collect();
-        if held.iter().all(|h| *h > 0) && held.iter().sum::<usize>() == partitions {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the group did not settle on {partitions} partitions: {held:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Waits until the newest manifest of `collection` covers its topic's high
-/// watermarks on every partition.
+/// Waits until the newest manifests of `collection` (each partition's
+/// shard's chain) cover its topic's high watermarks on every partition.
 pub fn wait_covered(
     store: &Store,
     brokers: &str,
@@ -391,25 +205,34 @@ pub fn wait_covered(
         .set("group.id", "kill-test-watermarks")
         .create()
         .expect("consumer");
+    let def: CollectionDef = store
+        .collection(collection)
+        .expect("store")
+        .expect("collection");
     let deadline = Instant::now() + timeout;
     loop {
-        let manifest = store.latest_manifest(collection).expect("manifest");
+        // Each partition is covered by its shard's chain.
+        let manifests: Vec<_> = def
+            .chains()
+            .iter()
+            .map(|chain| store.latest_manifest(chain).expect("manifest"))
+            .collect();
         let behind: Vec<(u32, i64, i64)> = (0..partitions)
             .filter_map(|p| {
                 let (_, high) = consumer
                     .fetch_watermarks(collection, p as i32, Duration::from_secs(10))
                     .expect("watermarks");
-                let next = manifest.next_offset(p);
+                let next = manifests[def.shard_of(p) as usize].next_offset(p);
                 (next < high).then_some((p, next, high))
             })
             .collect();
         if behind.is_empty() {
             return;
         }
+        let versions: Vec<u64> = manifests.iter().map(|m| m.version).collect();
         assert!(
             Instant::now() < deadline,
-            "manifest v{} never covered {collection}: (partition, next_offset, high) {behind:?}\n{}",
-            manifest.version,
+            "manifests {versions:?} never covered {collection}: (partition, next_offset, high) {behind:?}\n{}",
             log_tails(logs)
         );
         std::thread::sleep(Duration::from_millis(100));
@@ -485,15 +308,7 @@ pub async fn query_on(
     let live = model.values().filter(|v| v.is_some()).count();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let r: Value = http
-            .post(format!("{base}/count"))
-            .json(&json!({}))
-            .send()
-            .await
-            .expect("count")
-            .json()
-            .await
-            .expect("json");
+        let r = post_json(&http, format!("{base}/count"), &json!({})).await;
         if r["count"] == json!(live) {
             break;
         }
@@ -515,6 +330,49 @@ pub async fn query_on(
         }
     }
     query.shutdown().await;
+}
+
+/// POSTs `body` to `url`; the JSON answer (whatever its status).
+pub async fn post_json(http: &reqwest::Client, url: String, body: &Value) -> Value {
+    http.post(&url)
+        .json(body)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("POST {url}: {e}"))
+        .json()
+        .await
+        .unwrap_or_else(|e| panic!("POST {url}: not JSON: {e}"))
+}
+
+/// The store flags of a process whose store is `prefix` in `server`'s
+/// bucket (settings as flags, the secret, which moto checks not, in a file
+/// under `dir`, as a deployment would mount it), and the test's own handle
+/// on that store (its cache under `dir`).
+pub fn s3_store(server: &S3Server, prefix: &str, dir: &Path) -> (Vec<String>, Store) {
+    let mut flags = vec!["--store".to_owned(), server.store_url(prefix)];
+    let secrets = dir.join(format!("{prefix}-store-secrets"));
+    let mut secret_lines = String::new();
+    for (name, value) in server.env() {
+        let key = name.to_ascii_lowercase();
+        if key.contains("secret") {
+            secret_lines.push_str(&format!("{key}={value}\n"));
+        } else {
+            flags.extend(["--store-option".to_owned(), format!("{key}={value}")]);
+        }
+    }
+    std::fs::write(&secrets, secret_lines).expect("secrets file");
+    flags.extend([
+        "--store-secrets-file".to_owned(),
+        secrets.display().to_string(),
+    ]);
+    let location = StoreLocation::parse(&server.store_url(prefix)).expect("url");
+    let store = Store::open_location_with(
+        &location,
+        &dir.join(format!("{prefix}-test-cache")),
+        &server.env(),
+    )
+    .expect("S3 store");
+    (flags, store)
 }
 
 /// A seeded random generator: `EDDY_KILL_SEED=<n>` picks the seed,
