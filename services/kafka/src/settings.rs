@@ -47,11 +47,15 @@ pub struct ProtectedProperty {
 }
 
 /// Group-membership timings of ingest's consumer: a dead member is noticed
-/// within seconds, and a seal inside the poll loop has a minute.
-const INGEST_GROUP_TIMINGS: [(&str, &str); 3] = [
+/// within seconds, and a seal inside the poll loop has a minute. Its
+/// fetches wait at most 100 ms: a broker answers a connection's requests
+/// in order, so the watermark reads of the offset watch wait behind a
+/// fetch for as long as it may wait (librdkafka's 500 ms made them time out).
+const INGEST_CONSUMER_DEFAULTS: [(&str, &str); 4] = [
     ("session.timeout.ms", "10000"),
     ("heartbeat.interval.ms", "1000"),
     ("max.poll.interval.ms", "60000"),
+    ("fetch.wait.max.ms", "100"),
 ];
 
 /// Fetch settings of the query tail: a fetch returns after at most 10 ms,
@@ -156,7 +160,7 @@ impl KafkaSettings {
     /// process takes its partitions back at once.
     pub fn ingest_consumer(&self, group_id: &str, instance_id: &str) -> ClientConfig {
         let mut defaults = vec![("group.id", group_id)];
-        defaults.extend(INGEST_GROUP_TIMINGS);
+        defaults.extend(INGEST_CONSUMER_DEFAULTS);
         let mut enforced = MANUAL_OFFSETS.to_vec();
         enforced.push(("group.instance.id", instance_id));
         self.client_config(&defaults, &enforced)
@@ -272,6 +276,9 @@ mod tests {
         assert_eq!(tail.get("fetch.wait.max.ms"), Some("10"));
         assert_eq!(tail.get("enable.auto.offset.store"), Some("false"));
         assert_eq!(tail.get("group.instance.id"), None);
+        let ingest = settings.ingest_consumer("eddy-ingest.docs", "w-1");
+        assert_eq!(ingest.get("fetch.wait.max.ms"), Some("100"));
+        assert_eq!(ingest.get("group.instance.id"), Some("w-1"));
         let admin = settings.admin();
         assert_eq!(admin.get("bootstrap.servers"), Some("b:9092"));
         assert_eq!(admin.get("group.id"), None);

@@ -15,8 +15,10 @@ use tracing::{error, info, warn};
 use super::Worker;
 use crate::error::Result;
 
-/// How long one watermark read waits.
-const WATERMARK_TIMEOUT: Duration = Duration::from_millis(500);
+/// How long one watermark read waits: well above the consumer's longest
+/// fetch wait (`fetch.wait.max.ms`, 100 ms by default), which the read may
+/// queue behind on the broker's connection.
+const WATERMARK_TIMEOUT: Duration = Duration::from_millis(1_000);
 /// How long a seek to a resumed partition's offset waits.
 const SEEK_TIMEOUT: Duration = Duration::from_secs(5);
 
