@@ -447,8 +447,9 @@ impl Engine {
         Ok(result)
     }
 
-    /// The error of a search whose `missing` shards no node answered for.
-    fn shards_unreachable(&self, collection: &Collection, missing: &[u32]) -> ApiError {
+    /// The error of a search or count whose `missing` shards no node
+    /// answered for.
+    pub fn shards_unreachable(&self, collection: &Collection, missing: &[u32]) -> ApiError {
         let peers = match &self.peers {
             None => "no --peers are configured",
             Some(_) => "no peer serving them answered",

@@ -15,6 +15,7 @@ use eddy_model::PointId;
 use eddy_segment::filter_rows;
 
 use super::{Collection, Served, Snapshot};
+use crate::prepared::ShardSet;
 
 /// One live point the view lists.
 #[derive(Debug, Clone, Copy)]
@@ -143,6 +144,27 @@ impl Collection {
         let mut n = 0u64;
         each_live(&served, filter, |_| n += 1);
         (n, served.visible_offsets())
+    }
+
+    /// How many live points of `only`'s shards `filter` lets through (all
+    /// without one), and the offsets of those shards' partitions that
+    /// count reflects: a fan-out leg's count.
+    pub fn count_in(&self, filter: Option<&Filter>, only: &ShardSet) -> (u64, BTreeMap<u32, i64>) {
+        let served = self.served.read();
+        let mut n = 0u64;
+        each_live(&served, filter, |live| {
+            let mine = match live {
+                Live::Tail(row) => only.has_partition(served.tail.row(row).partition),
+                Live::Segment(s, _) => only.has(served.snapshot.segments[s].shard),
+            };
+            n += u64::from(mine);
+        });
+        let offsets = served
+            .visible_offsets()
+            .into_iter()
+            .filter(|(p, _)| only.has_partition(*p))
+            .collect();
+        (n, offsets)
     }
 
     /// One scroll page: the (at most) `limit` smallest ids after `after`
@@ -307,6 +329,52 @@ mod tests {
         c.apply_tail(|served| served.tail.delete(PointId::Num(8), 0, 11));
         assert_eq!(view.len(), 4);
         assert_eq!(c.count_matching(Some(&even)).0, 3);
+    }
+
+    /// A fan-out leg's count covers the asked shards' partitions alone,
+    /// filtered, with only their offsets.
+    #[test]
+    fn a_legs_count_covers_its_shards_alone() {
+        let mut def = CollectionDef::new("v", 2);
+        def.metric = Metric::L2;
+        def.id_type = IdType::U64;
+        def.shards = 2;
+        def.payload_fields.insert("kind".into(), FieldType::Keyword);
+        let c = Collection::new(def);
+        c.apply_tail(|served| {
+            for id in 0..12u64 {
+                let payload = json!({"kind": if id % 3 == 0 { "three" } else { "other" }});
+                let payload = payload.to_string();
+                // Partition id % 4: shard 0 holds partitions 0 and 2.
+                served.tail.upsert(
+                    PointId::Num(id),
+                    &[id as f32, 0.0],
+                    payload.as_bytes(),
+                    (id % 4) as u32,
+                    id as i64,
+                );
+            }
+        });
+        let shard = |s: u32| ShardSet {
+            of: 2,
+            shards: vec![s],
+        };
+        let (n0, offsets0) = c.count_in(None, &shard(0));
+        assert_eq!(n0, 6, "ids 0, 2, 4, 6, 8, 10");
+        assert!(offsets0.keys().all(|p| p % 2 == 0), "{offsets0:?}");
+        assert_eq!(c.count_in(None, &shard(1)).0, 6);
+        let three = Filter::parse(
+            &json!({"must": [{"key": "kind", "match": {"value": "three"}}]}),
+            &c.def().payload_fields,
+        )
+        .expect("filter");
+        assert_eq!(c.count_in(Some(&three), &shard(0)).0, 2, "ids 0 and 6");
+        assert_eq!(c.count_in(Some(&three), &shard(1)).0, 2, "ids 3 and 9");
+        let both = ShardSet {
+            of: 2,
+            shards: vec![0, 1],
+        };
+        assert_eq!(c.count_in(None, &both).0, c.count_matching(None).0);
     }
 
     /// Two sealed segments (even and odd ids below 20, id 2 deleted) and a

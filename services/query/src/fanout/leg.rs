@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use crate::collection::Collection;
 use crate::engine::Engine;
 use crate::error::ApiError;
 use crate::prepared::{PreparedSearch, QueryBatch};
@@ -184,21 +185,9 @@ pub async fn answer(engine: &Arc<Engine>, body: &[u8]) -> Result<Vec<u8>, ApiErr
     let leg: LegRequest = serde_json::from_slice(body)
         .map_err(|e| ApiError::BadRequest(format!("invalid search_shards body: {e}")))?;
     let collection = engine.collection(&leg.collection)?;
-    if !collection.is_ready() {
-        return Err(ApiError::Unavailable(format!(
-            "{:?} is still loading on this node",
-            leg.collection
-        )));
-    }
+    check_serves(&collection, &leg.collection, &leg.shards)?;
     let def = collection.def();
     let shards = leg.shards.clone();
-    if shards.is_empty() || shards.iter().any(|s| !collection.shards().contains(s)) {
-        return Err(ApiError::Unavailable(format!(
-            "this node serves shards {:?} of {:?}, not all of {shards:?}",
-            collection.shards(),
-            leg.collection
-        )));
-    }
     let (request, vectors) = leg.into_parts()?;
     let search = Arc::new(PreparedSearch::new(&def, request)?.only(&def, shards));
     let queries = QueryBatch::new(&def, vectors)?;
@@ -227,4 +216,25 @@ pub async fn answer(engine: &Arc<Engine>, body: &[u8]) -> Result<Vec<u8>, ApiErr
             .collect(),
     };
     serde_json::to_vec(&answer).map_err(|e| ApiError::Internal(e.to_string()))
+}
+
+/// Refuses (503, so the caller asks another replica) a leg for `shards` of
+/// `name` unless this node's `collection` is ready and serves them all.
+pub(super) fn check_serves(
+    collection: &Collection,
+    name: &str,
+    shards: &[u32],
+) -> Result<(), ApiError> {
+    if !collection.is_ready() {
+        return Err(ApiError::Unavailable(format!(
+            "{name:?} is still loading on this node"
+        )));
+    }
+    if shards.is_empty() || shards.iter().any(|s| !collection.shards().contains(s)) {
+        return Err(ApiError::Unavailable(format!(
+            "this node serves shards {:?} of {name:?}, not all of {shards:?}",
+            collection.shards(),
+        )));
+    }
+    Ok(())
 }

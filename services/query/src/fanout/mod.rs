@@ -1,7 +1,8 @@
 //! Fan-out: a search on a split collection that this node does not serve
 //! whole goes, for the shards it lacks, to peers that serve them (the
 //! Flight action `search_shards`, see [`leg`]), and their answers are
-//! merged with the local one into one top-k.
+//! merged with the local one into one top-k; a count likewise
+//! (`count_shards`, see [`count`]), the counts added up.
 //!
 //! Peers (`--peers`, Flight URLs of other eddy-query nodes) are asked every
 //! `--peer-refresh-ms` which shards they serve (the action
@@ -14,6 +15,7 @@
 //! the same time share one round of asking), so a node that came up since
 //! the last refresh answers at once.
 
+pub mod count;
 pub mod leg;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -37,6 +39,8 @@ use leg::{LegAnswer, LegRequest};
 pub const SERVED_SHARDS: &str = "served_shards";
 /// The Flight action a node answers with a search of some of its shards.
 pub const SEARCH_SHARDS: &str = "search_shards";
+/// The Flight action a node answers with a count of some of its shards.
+pub const COUNT_SHARDS: &str = "count_shards";
 
 /// How to reach the peers.
 #[derive(Clone, Default)]
@@ -328,14 +332,49 @@ impl Peers {
         search: &PreparedSearch,
         queries: &QueryBatch,
     ) -> Result<Gathered, ApiError> {
-        let began = Instant::now();
-        let mut left: BTreeSet<u32> = shards.iter().copied().collect();
-        let mut tried = BTreeSet::new();
-        let mut refreshed = false;
         let mut out = Gathered {
             hits: vec![Vec::new(); queries.len()],
             ..Gathered::default()
         };
+        out.missing = self
+            .gather(
+                collection,
+                shards,
+                SEARCH_SHARDS,
+                |leg_shards| {
+                    let request =
+                        LegRequest::new(collection, leg_shards, search, queries, shard_count);
+                    serde_json::to_vec(&request).map_err(|e| ApiError::Internal(e.to_string()))
+                },
+                |answer: LegAnswer| {
+                    out.offsets
+                        .extend(answer.offsets.iter().map(|(p, o)| (*p, *o)));
+                    for (all, hits) in out.hits.iter_mut().zip(answer.into_hits()) {
+                        all.extend(hits);
+                    }
+                },
+            )
+            .await?;
+        Ok(out)
+    }
+
+    /// Asks peers `action` for `shards` of `collection`: each leg (body
+    /// `body_for(its shards)`) asked of a peer serving its shards, a failed
+    /// leg asked again of another, every answer handed to `take`. Returns
+    /// the shards nobody answered for. A leg refused as a bad request fails
+    /// the whole call.
+    async fn gather<A: serde::de::DeserializeOwned>(
+        &self,
+        collection: &str,
+        shards: &[u32],
+        action: &str,
+        body_for: impl Fn(&[u32]) -> Result<Vec<u8>, ApiError>,
+        mut take: impl FnMut(A),
+    ) -> Result<Vec<u32>, ApiError> {
+        let began = Instant::now();
+        let mut left: BTreeSet<u32> = shards.iter().copied().collect();
+        let mut tried = BTreeSet::new();
+        let mut refreshed = false;
         while !left.is_empty() {
             let plan = self.plan(collection, &left, &tried);
             if plan.is_empty() {
@@ -347,15 +386,12 @@ impl Peers {
                 }
                 break;
             }
-            let legs = plan.iter().map(|(peer, legs_shards)| {
-                let request =
-                    LegRequest::new(collection, legs_shards, search, queries, shard_count);
+            let legs = plan.iter().map(|(peer, leg_shards)| {
+                let body = body_for(leg_shards);
                 async move {
-                    let body = serde_json::to_vec(&request)
-                        .map_err(|e| ApiError::Internal(e.to_string()))?;
-                    let bytes = self.call(&self.peers[*peer], SEARCH_SHARDS, body).await?;
-                    serde_json::from_slice::<LegAnswer>(&bytes).map_err(|e| {
-                        ApiError::Unavailable(format!("a peer's search_shards answer: {e}"))
+                    let bytes = self.call(&self.peers[*peer], action, body?).await?;
+                    serde_json::from_slice::<A>(&bytes).map_err(|e| {
+                        ApiError::Unavailable(format!("a peer's {action} answer: {e}"))
                     })
                 }
             });
@@ -367,11 +403,7 @@ impl Peers {
                         for s in &leg_shards {
                             left.remove(s);
                         }
-                        out.offsets
-                            .extend(answer.offsets.iter().map(|(p, o)| (*p, *o)));
-                        for (all, hits) in out.hits.iter_mut().zip(answer.into_hits()) {
-                            all.extend(hits);
-                        }
+                        take(answer);
                     }
                     Err(e @ ApiError::BadRequest(_)) => return Err(e),
                     Err(e) => {
@@ -382,8 +414,7 @@ impl Peers {
                 }
             }
         }
-        out.missing = left.into_iter().collect();
-        Ok(out)
+        Ok(left.into_iter().collect())
     }
 }
 

@@ -26,7 +26,7 @@ use crate::error::ApiError;
 use crate::fanout;
 
 /// The actions, with what each does.
-pub const ACTIONS: [(&str, &str); 6] = [
+pub const ACTIONS: [(&str, &str); 7] = [
     (
         "create_collection",
         "Create a collection (admin): JSON {name, dimension, metric, id_type, topic, payload_fields}",
@@ -48,13 +48,20 @@ pub const ACTIONS: [(&str, &str); 6] = [
         fanout::SEARCH_SHARDS,
         "A search of some shards of a split collection (how query nodes fan out): JSON {collection, shards, vectors, k, ...}",
     ),
+    (
+        fanout::COUNT_SHARDS,
+        "A count of some shards of a split collection (how query nodes fan out): JSON {collection, shards, filter}",
+    ),
 ];
 
 /// The scope an action needs (`None`: no such action).
 pub fn scope(action: &str) -> Option<Scope> {
     match action {
         "create_collection" | "drop_collection" | "alter_collection" => Some(Scope::Admin),
-        "collection_stats" | fanout::SERVED_SHARDS | fanout::SEARCH_SHARDS => Some(Scope::Read),
+        "collection_stats"
+        | fanout::SERVED_SHARDS
+        | fanout::SEARCH_SHARDS
+        | fanout::COUNT_SHARDS => Some(Scope::Read),
         _ => None,
     }
 }
@@ -124,6 +131,7 @@ pub async fn run(engine: &Arc<Engine>, action: &str, body: &[u8]) -> Result<Vec<
             serde_json::json!(served)
         }
         fanout::SEARCH_SHARDS => return fanout::leg::answer(engine, body).await,
+        fanout::COUNT_SHARDS => return fanout::count::answer(engine, body).await,
         other => {
             return Err(ApiError::BadRequest(format!(
                 "unknown action {other:?}; ListActions lists them"

@@ -13,6 +13,7 @@ use super::{body, observed, parse_filter, HttpState};
 use crate::admin_request::{AlterJson, CollectionJson};
 use crate::engine::store_io;
 use crate::error::ApiError;
+use crate::fanout::count::count_everywhere;
 use crate::request::ScanRequestJson;
 
 #[utoipa::path(
@@ -184,9 +185,14 @@ pub(super) struct CountBody {
     #[serde(default)]
     #[schema(value_type = Object)]
     filter: Option<Value>,
-    /// A pinned snapshot's token.
+    /// A pinned snapshot's token (this node's: a pinned count is not
+    /// fanned out).
     #[serde(default)]
     snapshot: Option<String>,
+    /// On a split collection, answer from the shards at hand (marked
+    /// partial) when no node serving the others answers, instead of 503.
+    #[serde(default)]
+    allow_partial: bool,
 }
 
 #[utoipa::path(
@@ -212,21 +218,32 @@ pub(super) async fn count(
             other => body(other)?,
         };
         let collection = state.engine.collection_at(&c, b.snapshot.as_deref())?;
-        let (count, offsets) = match b.filter {
-            None => collection.count(),
-            Some(filter) => {
-                let filter = parse_filter(&collection, &filter)?;
-                let counted = collection.clone();
-                state
-                    .engine
-                    .on_pool(move || counted.count_matching(Some(&filter)))
-                    .await?
-            }
+        let filter = match &b.filter {
+            None => None,
+            Some(filter) => Some(parse_filter(&collection, filter)?),
         };
-        let mut answer = json!({"count": count, "offsets": offsets});
-        let stale = collection.staleness();
+        // A split collection's other shards are counted by its peers.
+        let fan_out = b.snapshot.is_none();
+        let counted = count_everywhere(
+            &state.engine,
+            &collection,
+            b.filter.as_ref(),
+            filter,
+            fan_out,
+        )
+        .await?;
+        if !counted.missing.is_empty() && !b.allow_partial {
+            return Err(state
+                .engine
+                .shards_unreachable(&collection, &counted.missing));
+        }
+        let mut answer = json!({"count": counted.count, "offsets": counted.offsets});
+        let stale = collection.search_staleness(&counted.missing);
         if !stale.is_empty() {
             answer["stale"] = json!(stale);
+        }
+        if !counted.missing.is_empty() {
+            answer["missing_shards"] = json!(counted.missing);
         }
         Ok(Json(answer).into_response())
     })

@@ -634,12 +634,18 @@ pub async fn wait_node_ready(client: &reqwest::Client, http: &str) {
 /// Waits until the node at `http` (a base URL) counts `n` points in
 /// `collection`.
 pub async fn wait_node_count(http: &str, collection: &str, n: u64) {
+    wait_node_count_with(http, collection, n, &json!({})).await;
+}
+
+/// [`wait_node_count`] with the count request `body` (a filter,
+/// `allow_partial`).
+pub async fn wait_node_count_with(http: &str, collection: &str, n: u64, body: &Value) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let r: Option<Value> = async {
             reqwest::Client::new()
                 .post(format!("{http}/v1/collections/{collection}/count"))
-                .json(&json!({}))
+                .json(body)
                 .send()
                 .await
                 .ok()?

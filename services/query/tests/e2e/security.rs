@@ -331,7 +331,8 @@ pub async fn dropping_collections_and_flight_actions(cluster: &Cluster) {
             "alter_collection",
             "collection_stats",
             "served_shards",
-            "search_shards"
+            "search_shards",
+            "count_shards"
         ]
     );
     let action =

@@ -12,7 +12,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::cluster::{exact_top_k, start_node, vector, wait_node_count, wait_node_ready, Cluster};
+use crate::cluster::{
+    exact_top_k, start_node, vector, wait_node_count, wait_node_count_with, wait_node_ready,
+    Cluster,
+};
 use crate::http_api;
 
 /// Checks `cluster` (serving every shard of `collection`, split into
@@ -75,8 +78,12 @@ pub async fn split_collection_is_served_whole_and_by_shard(
     let http0 = format!("http://{}", node0.http_addr());
     let shard0 = shard_points(points, partition_of, shards, 0);
     assert!(!shard0.is_empty() && shard0.len() < points.len());
-    wait_node_count(&http0, collection, shard0.len() as u64).await;
-    eprintln!("step: shard 0 node counted");
+    // Its count fans out too: every point, and a filtered count exactly.
+    wait_node_count(&http0, collection, points.len() as u64).await;
+    let k1 = json!({"filter": {"must": [{"key": "kind", "match": {"value": "k1"}}]}});
+    let want_k1 = points.keys().filter(|id| *id % 3 == 1).count() as u64;
+    wait_node_count_with(&http0, collection, want_k1, &k1).await;
+    eprintln!("step: shard 0 node counted both shards");
     wait_fanned_out(&http0, collection).await;
     eprintln!("step: fan-out answers");
     answers_exactly(&http0, collection, points, &json!({})).await;
@@ -150,8 +157,27 @@ pub async fn split_collection_is_served_whole_and_by_shard(
     )
     .await;
     let http = format!("http://{}", lone.http_addr());
-    wait_node_count(&http, collection, shard0.len() as u64).await;
+    let partial = json!({"allow_partial": true});
+    wait_node_count_with(&http, collection, shard0.len() as u64, &partial).await;
     let client = reqwest::Client::new();
+    let count = client
+        .post(format!("{http}/v1/collections/{collection}/count"))
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("count");
+    assert_eq!(
+        count.status().as_u16(),
+        503,
+        "a count it cannot answer whole"
+    );
+    let r: Value = post(
+        format!("{http}/v1/collections/{collection}/count"),
+        &partial,
+    )
+    .await;
+    assert_eq!(r["missing_shards"], json!([1]), "{r}");
+    assert!(r["stale"].to_string().contains("partial"), "{r}");
     let q = vector(3_000_000);
     let whole = client
         .post(format!("{http}/v1/collections/{collection}/search"))
@@ -225,9 +251,10 @@ pub async fn split_collection_is_served_whole_and_by_shard(
     .await;
     let shard1 = shard_points(&all, &partition_of, shards, 1);
     let back_http = format!("http://{}", back.http_addr());
-    wait_node_count(&back_http, collection, shard1.len() as u64).await;
+    wait_node_count_with(&back_http, collection, shard1.len() as u64, &partial).await;
     wait_node_ready(&client, &back_http).await;
     answers_exactly(&http, collection, &all, &min_offsets).await;
+    wait_node_count(&http, collection, all.len() as u64).await;
     eprintln!("step: a peer back at its address answers at once");
     back.shutdown().await;
     lone.shutdown().await;

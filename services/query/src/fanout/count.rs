@@ -1,0 +1,151 @@
+//! Counting a split collection: a node that lacks some shards counts its
+//! own and asks peers (the Flight action `count_shards`, a
+//! [`CountLegRequest`] answered with a [`CountLegAnswer`], both JSON) for
+//! the others, and adds the counts up.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use eddy_filter::Filter;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{Peers, COUNT_SHARDS};
+use crate::collection::Collection;
+use crate::engine::Engine;
+use crate::error::ApiError;
+use crate::prepared::ShardSet;
+
+/// A count of some shards of a split collection, as one node asks it of
+/// another.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CountLegRequest {
+    /// The collection.
+    pub collection: String,
+    /// The shards to count (all served by the node asked).
+    pub shards: Vec<u32>,
+    /// The payload filter, as the caller sent it.
+    #[serde(default)]
+    pub filter: Option<Value>,
+}
+
+/// A count leg's answer.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct CountLegAnswer {
+    /// Live points of the shards (that the filter lets through).
+    pub count: u64,
+    /// Per partition of the shards counted, the first offset not reflected.
+    pub offsets: BTreeMap<u32, i64>,
+}
+
+/// A count over every shard a node could reach.
+#[derive(Debug, Default)]
+pub struct Counted {
+    /// Live points (that the filter lets through).
+    pub count: u64,
+    /// Per partition counted, the first offset not reflected.
+    pub offsets: BTreeMap<u32, i64>,
+    /// Shards neither this node nor a peer counted.
+    pub missing: Vec<u32>,
+}
+
+impl Peers {
+    /// Counts `shards` of `collection` on peers (`filter` as the caller
+    /// sent it): the sum of the answers and the shards nobody answered for.
+    pub async fn count(
+        &self,
+        collection: &str,
+        shards: &[u32],
+        filter: Option<&Value>,
+    ) -> Result<Counted, ApiError> {
+        let mut out = Counted::default();
+        out.missing = self
+            .gather(
+                collection,
+                shards,
+                COUNT_SHARDS,
+                |leg_shards| {
+                    let request = CountLegRequest {
+                        collection: collection.to_owned(),
+                        shards: leg_shards.to_vec(),
+                        filter: filter.cloned(),
+                    };
+                    serde_json::to_vec(&request).map_err(|e| ApiError::Internal(e.to_string()))
+                },
+                |answer: CountLegAnswer| {
+                    out.count += answer.count;
+                    out.offsets.extend(answer.offsets);
+                },
+            )
+            .await?;
+        Ok(out)
+    }
+}
+
+/// Counts `collection` on this node (`filter` parsed from `filter_json`),
+/// and, with `fan_out`, the shards it lacks on its peers: the whole count,
+/// or what was reachable with the missing shards named (the caller
+/// refuses or marks it partial).
+pub async fn count_everywhere(
+    engine: &Arc<Engine>,
+    collection: &Arc<Collection>,
+    filter_json: Option<&Value>,
+    filter: Option<Filter>,
+    fan_out: bool,
+) -> Result<Counted, ApiError> {
+    let (count, offsets) = match filter {
+        None => collection.count(),
+        Some(filter) => {
+            let counted = collection.clone();
+            engine
+                .on_pool(move || counted.count_matching(Some(&filter)))
+                .await?
+        }
+    };
+    let mut out = Counted {
+        count,
+        offsets,
+        missing: collection.missing_shards(),
+    };
+    if let (Some(peers), false, true) = (engine.peers(), out.missing.is_empty(), fan_out) {
+        let remote = peers
+            .count(collection.name(), &out.missing, filter_json)
+            .await?;
+        out.count += remote.count;
+        out.offsets.extend(remote.offsets);
+        out.missing = remote.missing;
+    }
+    Ok(out)
+}
+
+/// Answers a `count_shards` action: the count of the asked shards of this
+/// node's collection, never fanned out again. Refused with 503 when this
+/// node does not serve one of them (its caller asks another replica).
+pub async fn answer(engine: &Arc<Engine>, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    let leg: CountLegRequest = serde_json::from_slice(body)
+        .map_err(|e| ApiError::BadRequest(format!("invalid count_shards body: {e}")))?;
+    let collection = engine.collection(&leg.collection)?;
+    super::leg::check_serves(&collection, &leg.collection, &leg.shards)?;
+    let def = collection.def();
+    let filter = match &leg.filter {
+        None => None,
+        Some(v) => Some(
+            Filter::parse(v, &def.payload_fields)
+                .map_err(|e| ApiError::BadRequest(e.to_string()))?,
+        ),
+    };
+    let mut shards = leg.shards;
+    shards.sort_unstable();
+    shards.dedup();
+    let only = ShardSet {
+        of: def.shards,
+        shards,
+    };
+    let counted = collection.clone();
+    let (count, offsets) = engine
+        .on_pool(move || counted.count_in(filter.as_ref(), &only))
+        .await?;
+    serde_json::to_vec(&CountLegAnswer { count, offsets })
+        .map_err(|e| ApiError::Internal(e.to_string()))
+}
