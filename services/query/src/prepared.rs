@@ -36,6 +36,16 @@ pub struct ShardSet {
 }
 
 impl ShardSet {
+    /// `shards` of `def` (sorted, each once).
+    pub fn new(def: &CollectionDef, mut shards: Vec<u32>) -> Self {
+        shards.sort_unstable();
+        shards.dedup();
+        Self {
+            of: def.shards,
+            shards,
+        }
+    }
+
     /// Whether it holds `shard`.
     pub fn has(&self, shard: u32) -> bool {
         self.shards.binary_search(&shard).is_ok()
@@ -68,13 +78,8 @@ impl PreparedSearch {
     }
 
     /// This search restricted to `shards` of `def` (a fan-out leg).
-    pub fn only(mut self, def: &CollectionDef, mut shards: Vec<u32>) -> Self {
-        shards.sort_unstable();
-        shards.dedup();
-        self.only_shards = Some(ShardSet {
-            of: def.shards,
-            shards,
-        });
+    pub fn only(mut self, def: &CollectionDef, shards: Vec<u32>) -> Self {
+        self.only_shards = Some(ShardSet::new(def, shards));
         self
     }
 

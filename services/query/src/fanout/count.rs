@@ -94,28 +94,38 @@ pub async fn count_everywhere(
     filter: Option<Filter>,
     fan_out: bool,
 ) -> Result<Counted, ApiError> {
-    let (count, offsets) = match filter {
-        None => collection.count(),
-        Some(filter) => {
-            let counted = collection.clone();
-            engine
-                .on_pool(move || counted.count_matching(Some(&filter)))
-                .await?
+    let missing = collection.missing_shards();
+    let local = async {
+        match filter {
+            None => Ok(collection.count()),
+            Some(filter) => {
+                let counted = collection.clone();
+                engine
+                    .on_pool(move || counted.count_matching(Some(&filter)))
+                    .await
+            }
         }
     };
-    let mut out = Counted {
-        count,
-        offsets,
-        missing: collection.missing_shards(),
+    // The legs go out while this node counts its own shards.
+    let remote = async {
+        match (engine.peers(), missing.is_empty(), fan_out) {
+            (Some(peers), false, true) => {
+                peers.count(collection.name(), &missing, filter_json).await
+            }
+            _ => Ok(Counted {
+                missing: missing.clone(),
+                ..Counted::default()
+            }),
+        }
     };
-    if let (Some(peers), false, true) = (engine.peers(), out.missing.is_empty(), fan_out) {
-        let remote = peers
-            .count(collection.name(), &out.missing, filter_json)
-            .await?;
-        out.count += remote.count;
-        out.offsets.extend(remote.offsets);
-        out.missing = remote.missing;
-    }
+    let (local, remote) = tokio::join!(local, remote);
+    let ((count, mut offsets), remote) = (local?, remote?);
+    offsets.extend(remote.offsets);
+    let out = Counted {
+        count: count + remote.count,
+        offsets,
+        missing: remote.missing,
+    };
     Ok(out)
 }
 
@@ -135,13 +145,7 @@ pub async fn answer(engine: &Arc<Engine>, body: &[u8]) -> Result<Vec<u8>, ApiErr
                 .map_err(|e| ApiError::BadRequest(e.to_string()))?,
         ),
     };
-    let mut shards = leg.shards;
-    shards.sort_unstable();
-    shards.dedup();
-    let only = ShardSet {
-        of: def.shards,
-        shards,
-    };
+    let only = ShardSet::new(&def, leg.shards);
     let counted = collection.clone();
     let (count, offsets) = engine
         .on_pool(move || counted.count_in(filter.as_ref(), &only))

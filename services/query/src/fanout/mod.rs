@@ -171,15 +171,12 @@ impl Peers {
 
     /// Refreshes every peer's view for a search that began at `began` and
     /// found no peer for a shard, unless a refresh started since it began
-    /// (concurrent searches share one). Returns whether the views are
-    /// newer than the search.
-    async fn refresh_for(&self, began: Instant) -> bool {
+    /// (concurrent searches share one).
+    async fn refresh_for(&self, began: Instant) {
         let _one = self.refreshing.lock().await;
-        let fresh = self.refreshed.lock().is_some_and(|at| at >= began);
-        if !fresh {
+        if self.refreshed.lock().is_none_or(|at| at < began) {
             self.refresh_all().await;
         }
-        true
     }
 
     async fn refresh_one(&self, peer: &Peer) {
@@ -380,11 +377,12 @@ impl Peers {
             if plan.is_empty() {
                 // The views may be older than a node that came up since:
                 // ask again, once, before giving the shards up.
-                if !refreshed && self.refresh_for(began).await {
-                    refreshed = true;
-                    continue;
+                if refreshed {
+                    break;
                 }
-                break;
+                self.refresh_for(began).await;
+                refreshed = true;
+                continue;
             }
             let legs = plan.iter().map(|(peer, leg_shards)| {
                 let body = body_for(leg_shards);
