@@ -11,7 +11,6 @@
 mod produce;
 mod queries;
 mod report;
-mod services;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,9 +25,9 @@ use crate::broker::Tansu;
 use crate::dataset::{Dataset, SAMPLE_DIR};
 use crate::flight::FlightSearch;
 use crate::http::QueryClient;
+use crate::services::{self, wait_count, wait_indexed, ServiceConfig, Services};
 use produce::ProduceOptions;
 use queries::Mode;
-use services::{ServiceConfig, Services};
 
 /// The collection (and topic) the demo uses.
 const COLLECTION: &str = "demo";
@@ -129,6 +128,8 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             ds.dim(),
             args.shards
         ),
+        ingest_args: Vec::new(),
+        query_args: Vec::new(),
     };
     let mut services = Services::start(&cfg)?;
     let outcome = tokio::select! {
@@ -215,7 +216,7 @@ async fn pipeline(
             apis.push(queries::run(name, searcher, &set, K, Mode::Exact).await?);
         }
 
-        let indexing = wait_indexed(&client, store, INDEX_TIMEOUT).await?;
+        let indexing = wait_indexed(&client, store, COLLECTION, INDEX_TIMEOUT).await?;
         tracing::info!(?indexing, "segments indexed");
         for (name, searcher) in &searchers {
             apis.push(queries::run(name, searcher, &set, K, Mode::Graph).await?);
@@ -245,79 +246,6 @@ async fn pipeline(
     tokio::select! {
         r = work => r,
         e = services.watch() => Err(e),
-    }
-}
-
-/// Polls `count` until it reaches `expected`.
-async fn wait_count(client: &QueryClient, expected: u64, timeout: Duration) -> anyhow::Result<()> {
-    let deadline = Instant::now() + timeout;
-    let mut last = None;
-    loop {
-        match client.count().await {
-            Ok(n) if n == expected => return Ok(()),
-            Ok(n) if n > expected => {
-                bail!("count is {n}, more than the {expected} points published")
-            }
-            Ok(n) => last = Some(n),
-            Err(e) => tracing::debug!(error = %e, "count failed; retrying"),
-        }
-        if Instant::now() >= deadline {
-            bail!("count did not reach {expected} within {timeout:?} (last: {last:?})");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// How far background indexing got before the queries ran.
-#[derive(Debug)]
-struct Indexing {
-    segments: usize,
-    indexed: usize,
-    waited: Duration,
-}
-
-/// Waits until the tail is sealed, every segment big enough for a graph has
-/// one, and the query service serves that manifest version.
-async fn wait_indexed(
-    client: &QueryClient,
-    store: &Path,
-    timeout: Duration,
-) -> anyhow::Result<Indexing> {
-    let started = Instant::now();
-    let store = eddy_manifest::Store::open(store).context("opening the demo store")?;
-    loop {
-        let manifest = store
-            .latest_manifest(COLLECTION)
-            .context("reading the manifest")?;
-        let pending = manifest
-            .segments
-            .iter()
-            .filter(|s| s.index.is_none() && s.rows >= eddy_segment::MIN_GRAPH_ROWS as u64)
-            .count();
-        let info = client.info().await.ok();
-        let served = info
-            .as_ref()
-            .and_then(|i| i["status"]["manifest_version"].as_u64())
-            .unwrap_or(0);
-        let tail_rows = info
-            .as_ref()
-            .and_then(|i| i["status"]["tail_rows"].as_u64())
-            .unwrap_or(u64::MAX);
-        if pending == 0 && tail_rows == 0 && served >= manifest.version {
-            return Ok(Indexing {
-                segments: manifest.segments.len(),
-                indexed: manifest
-                    .segments
-                    .iter()
-                    .filter(|s| s.index.is_some())
-                    .count(),
-                waited: started.elapsed(),
-            });
-        }
-        if started.elapsed() >= timeout {
-            bail!("{pending} segments still unindexed after {timeout:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

@@ -83,6 +83,12 @@ pub struct SearchResponse {
 }
 
 #[derive(Deserialize)]
+struct ScrollPage {
+    points: Vec<serde::de::IgnoredAny>,
+    next_after: Option<u64>,
+}
+
+#[derive(Deserialize)]
 struct CountResponse {
     count: u64,
 }
@@ -167,6 +173,26 @@ impl QueryClient {
         let url = format!("{}/v1/collections/{}", self.base_url, self.collection);
         let body = self.send(self.client.get(&url), &url, &[200]).await?;
         decode(&url, &body)
+    }
+
+    /// `POST /v1/collections/{c}/scroll`: one page of up to `limit` live
+    /// points after id `after`, payloads included; returns the points on
+    /// the page and the cursor of the next page (`None` at the end).
+    pub async fn scroll_page(
+        &self,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<(usize, Option<u64>)> {
+        let url = format!(
+            "{}/v1/collections/{}/scroll",
+            self.base_url, self.collection
+        );
+        let body = serde_json::json!({"limit": limit, "after": after, "with_payload": true});
+        let body = self
+            .send(self.client.post(&url).json(&body), &url, &[200])
+            .await?;
+        let page: ScrollPage = decode(&url, &body)?;
+        Ok((page.points.len(), page.next_after))
     }
 
     /// `POST /v1/collections/{c}/count` with no filter.

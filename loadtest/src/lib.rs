@@ -37,4 +37,6 @@ pub mod progress;
 pub mod publish;
 pub mod s3_server;
 pub mod secured_broker;
+pub mod services;
 pub mod stats;
+pub mod suite;

@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 use eddy_loadtest::demo::{self, DemoArgs};
 use eddy_loadtest::driver::{self, QueryArgs};
 use eddy_loadtest::produce::{self, ProduceArgs};
+use eddy_loadtest::suite::{self, SuiteArgs};
 
 /// eddy's demo and load generator.
 #[derive(Debug, Parser)]
@@ -24,6 +25,9 @@ enum Command {
     /// Load eddy-query (HTTP, Flight DoGet/DoExchange) in a closed or open
     /// loop; report latency, throughput, recall and freshness.
     Query(Box<QueryArgs>),
+    /// Run the benchmark suite (ingest, served workloads, mixed read/write,
+    /// peers in the same run) and write its report (Markdown, HTML, JSON).
+    Suite(Box<SuiteArgs>),
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -39,5 +43,6 @@ async fn main() -> anyhow::Result<()> {
         Command::Demo(args) => demo::run(args).await,
         Command::Produce(args) => produce::run(args).await,
         Command::Query(args) => driver::run(*args).await,
+        Command::Suite(args) => suite::run(*args).await,
     }
 }

@@ -6,6 +6,7 @@
 mod broker;
 mod cluster;
 mod load;
+mod suite;
 
 /// The tests take turns: each starts its own Tansu, and two brokers under
 /// load on a 2-core machine starve each other's consumer groups.

@@ -1,4 +1,5 @@
-//! Running `eddy-ingest` and `eddy-query` as child processes for the demo.
+//! Running `eddy-ingest` and `eddy-query` as child processes (the demo and
+//! the benchmark suite), and waiting for what they serve.
 
 use std::fs::File;
 use std::os::unix::process::CommandExt as _;
@@ -28,6 +29,10 @@ pub struct ServiceConfig {
     pub log_dir: PathBuf,
     /// The `--collection` spec.
     pub collection: String,
+    /// More flags for eddy-ingest (e.g. its segment policy).
+    pub ingest_args: Vec<String>,
+    /// More flags for eddy-query.
+    pub query_args: Vec<String>,
 }
 
 /// The two running services and where they listen.
@@ -74,16 +79,12 @@ impl Services {
         let query_log = cfg.log_dir.join("eddy-query.log");
 
         let mut ingest_cmd = common(&ingest_bin, cfg, &ingest_log)?;
-        ingest_cmd.arg("--metrics-addr").arg(&ingest_metrics_addr);
+        ingest_cmd
+            .arg("--metrics-addr")
+            .arg(&ingest_metrics_addr)
+            .args(&cfg.ingest_args);
         let ingest = ChildGuard::spawn("eddy-ingest", &mut ingest_cmd)?;
-
-        let mut query_cmd = common(&query_bin, cfg, &query_log)?;
-        query_cmd
-            .arg("--http-addr")
-            .arg(&http_addr)
-            .arg("--flight-addr")
-            .arg(&flight_addr);
-        let query = ChildGuard::spawn("eddy-query", &mut query_cmd)?;
+        let query = spawn_query(&query_bin, cfg, &query_log, &http_addr, &flight_addr)?;
         tracing::info!(%http_addr, %flight_addr, %ingest_metrics_addr, "services started");
         Ok(Self {
             ingest,
@@ -94,6 +95,30 @@ impl Services {
             ingest_log,
             query_log,
         })
+    }
+
+    /// Stops eddy-query and starts it again on the same store and ports (a
+    /// cold start: it loads every segment anew; the page cache stays warm).
+    pub fn restart_query(&mut self, cfg: &ServiceConfig) -> anyhow::Result<()> {
+        self.query.stop();
+        let query_bin = binary(&cfg.bin_dir, "eddy-query")?;
+        self.query = spawn_query(
+            &query_bin,
+            cfg,
+            &self.query_log,
+            &self.http_addr,
+            &self.flight_addr,
+        )?;
+        Ok(())
+    }
+
+    /// Peak resident memory (`VmHWM`) of eddy-ingest and eddy-query, bytes,
+    /// where `/proc` tells.
+    pub fn peak_rss(&self) -> (Option<u64>, Option<u64>) {
+        (
+            self.ingest.id().and_then(peak_rss_of),
+            self.query.id().and_then(peak_rss_of),
+        )
     }
 
     /// Fails when either service has exited.
@@ -163,6 +188,88 @@ impl Services {
     }
 }
 
+/// Polls `count` until it reaches `expected`.
+pub async fn wait_count(
+    client: &QueryClient,
+    expected: u64,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    let mut last = None;
+    loop {
+        match client.count().await {
+            Ok(n) if n == expected => return Ok(()),
+            Ok(n) if n > expected => {
+                bail!("count is {n}, more than the {expected} points published")
+            }
+            Ok(n) => last = Some(n),
+            Err(e) => tracing::debug!(error = %e, "count failed; retrying"),
+        }
+        if Instant::now() >= deadline {
+            bail!("count did not reach {expected} within {timeout:?} (last: {last:?})");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// How far background indexing got: the manifest's segments, those with a
+/// graph, and how long the wait took.
+#[derive(Debug, Clone, Copy)]
+pub struct Indexing {
+    /// Segments in the served manifest version.
+    pub segments: usize,
+    /// Of which carry a graph.
+    pub indexed: usize,
+    /// How long the wait took.
+    pub waited: Duration,
+}
+
+/// Waits until the tail is sealed, every segment big enough for a graph has
+/// one, and the query service serves that manifest version.
+pub async fn wait_indexed(
+    client: &QueryClient,
+    store: &Path,
+    collection: &str,
+    timeout: Duration,
+) -> anyhow::Result<Indexing> {
+    let started = Instant::now();
+    let store = eddy_manifest::Store::open(store).context("opening the store")?;
+    loop {
+        let manifest = store
+            .latest_manifest(collection)
+            .context("reading the manifest")?;
+        let pending = manifest
+            .segments
+            .iter()
+            .filter(|s| s.index.is_none() && s.rows >= eddy_segment::MIN_GRAPH_ROWS as u64)
+            .count();
+        let info = client.info().await.ok();
+        let served = info
+            .as_ref()
+            .and_then(|i| i["status"]["manifest_version"].as_u64())
+            .unwrap_or(0);
+        let tail_rows = info
+            .as_ref()
+            .and_then(|i| i["status"]["tail_rows"].as_u64())
+            .unwrap_or(u64::MAX);
+        if pending == 0 && tail_rows == 0 && served >= manifest.version {
+            return Ok(Indexing {
+                segments: manifest.segments.len(),
+                indexed: manifest
+                    .segments
+                    .iter()
+                    .filter(|s| s.index.is_some())
+                    .count(),
+                waited: started.elapsed(),
+            });
+        }
+        if started.elapsed() >= timeout {
+            bail!("{pending} segments still unindexed after {timeout:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 fn binary(dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
     let path = dir.join(name);
     if !path.is_file() {
@@ -174,9 +281,38 @@ fn binary(dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
+/// Starts eddy-query on `http` and `flight`, appending to `log`.
+fn spawn_query(
+    bin: &Path,
+    cfg: &ServiceConfig,
+    log: &Path,
+    http: &str,
+    flight: &str,
+) -> anyhow::Result<ChildGuard> {
+    let mut cmd = common(bin, cfg, log)?;
+    cmd.arg("--http-addr")
+        .arg(http)
+        .arg("--flight-addr")
+        .arg(flight)
+        .args(&cfg.query_args);
+    Ok(ChildGuard::spawn("eddy-query", &mut cmd)?)
+}
+
+/// `VmHWM` of process `pid` in bytes (Linux `/proc`; `None` elsewhere).
+fn peak_rss_of(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// A command with the flags both services share, logging to `log`.
 fn common(bin: &Path, cfg: &ServiceConfig, log: &Path) -> anyhow::Result<Command> {
-    let out = File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    let out = File::options()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("opening {}", log.display()))?;
     let err = out.try_clone().context("cloning a log file handle")?;
     let mut cmd = Command::new(bin);
     // A process group of their own: a terminal's Ctrl-C reaches only the demo,

@@ -1,0 +1,494 @@
+//! `eddy-loadtest suite`: the end-to-end benchmark suite and its report.
+//!
+//! One command: starts a Tansu broker, eddy-ingest and eddy-query (the
+//! binaries beside this one), publishes the dataset flat out and measures
+//! ingest (acknowledged rate, all searchable, all indexed, bytes on disk),
+//! runs the [`workloads`] (single query, `ef` sweeps over HTTP and
+//! DoExchange alternated A/B/A/B, exact, DoGet, saturating closed loop and
+//! open loops at 50/70/90 % of it, filtered at ~1 % and ~10 %, mixed
+//! read/write with freshness probes, scroll), the served [`peers`] from one
+//! Python client while eddy is up, a cold start of eddy-query, then the
+//! in-process peers. Writes `report.json`, `report.md` and a self-contained
+//! `report.html` (charts inline as SVG) into `--out`.
+
+mod document;
+mod matched;
+mod peers;
+mod report;
+mod svg;
+mod workloads;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use serde::Serialize;
+use tokio::time::Instant;
+
+pub use matched::{qps_at, ratio_at, AtRecall, Curve, CurvePoint, Ratio};
+pub use peers::PeerResults;
+
+pub use workloads::{run as run_workloads, EddyRuns, Mixed, Plan, Scroll, Sweep, Target};
+
+use crate::broker::Tansu;
+use crate::dataset::{Dataset, SAMPLE_DIR};
+use crate::encode::Format;
+use crate::http::{QueryClient, SearchRequest};
+use crate::options::SearchOptions;
+use crate::produce::{self, ProduceArgs, ProduceReport};
+use crate::services::{self, wait_count, wait_indexed, ServiceConfig, Services};
+
+/// The suite's collection and topic.
+const COLLECTION: &str = "suite";
+/// How long the services get to become ready (a cold start included).
+const READY_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long, after publishing, until every point must be counted.
+const COUNT_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long the suite waits for the graphs.
+const INDEX_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// Which peers run beside eddy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PeerSet {
+    /// hnswlib, faiss, usearch, Qdrant's engine and eddy's, in process.
+    InProcess,
+    /// Milvus served, and eddy served, from one Python client.
+    Served,
+    /// No peers.
+    None,
+}
+
+/// Options of `eddy-loadtest suite`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SuiteArgs {
+    /// Dataset directory (the committed sample, or the debian-minilm layout).
+    #[arg(long, env = "EDDY_SUITE_DATASET", default_value = SAMPLE_DIR)]
+    pub dataset: PathBuf,
+    /// Directory the report files are written to.
+    #[arg(long, env = "EDDY_SUITE_OUT", default_value = "suite-report")]
+    pub out: PathBuf,
+    /// Use at most this many queries.
+    #[arg(long, env = "EDDY_SUITE_QUERIES")]
+    pub queries: Option<usize>,
+    /// Seconds per load phase.
+    #[arg(long, env = "EDDY_SUITE_DURATION", default_value_t = 5.0)]
+    pub duration: f64,
+    /// Rounds of every A/B comparison (order reversed each round).
+    #[arg(long, env = "EDDY_SUITE_ROUNDS", default_value_t = 2)]
+    pub rounds: usize,
+    /// The `ef` sweep, comma-separated.
+    #[arg(
+        long,
+        env = "EDDY_SUITE_EF",
+        value_delimiter = ',',
+        default_value = "10,16,24,32,48,64,96,128,192,256"
+    )]
+    pub ef: Vec<usize>,
+    /// The recall@10 the load, filtered and mixed phases run at.
+    #[arg(long, env = "EDDY_SUITE_TARGET_RECALL", default_value_t = 0.95)]
+    pub target_recall: f64,
+    /// Closed-loop workers of the saturating and mixed phases.
+    #[arg(long, env = "EDDY_SUITE_WORKERS", default_value_t = 4)]
+    pub workers: usize,
+    /// Write rates of the mixed read/write phases, events/s (0 = freshness
+    /// probes only), comma-separated.
+    #[arg(
+        long,
+        env = "EDDY_SUITE_WRITE_RATES",
+        value_delimiter = ',',
+        default_value = "0,500,2000,5000"
+    )]
+    pub write_rates: Vec<f64>,
+    /// Queries per DoExchange (and per Milvus batch).
+    #[arg(long, env = "EDDY_SUITE_BATCH", default_value_t = 100)]
+    pub batch: usize,
+    /// Partitions of the suite's topic.
+    #[arg(long, env = "EDDY_SUITE_PARTITIONS", default_value_t = 3)]
+    pub partitions: u32,
+    /// Peers to run, comma-separated.
+    #[arg(
+        long,
+        env = "EDDY_SUITE_PEERS",
+        value_enum,
+        value_delimiter = ',',
+        default_value = "served,in-process"
+    )]
+    pub peers: Vec<PeerSet>,
+    /// The Python interpreter of the peer scripts.
+    #[arg(long, env = "PYTHON", default_value = "python3")]
+    pub python: String,
+    /// The repository root (holds `loadtest/bench/peers.py`).
+    #[arg(long, env = "EDDY_SUITE_REPO", default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/.."))]
+    pub repo: PathBuf,
+    /// Directory holding eddy-ingest, eddy-query and eddy-bench (default:
+    /// next to this binary).
+    #[arg(long, env = "EDDY_SUITE_BIN_DIR")]
+    pub bin_dir: Option<PathBuf>,
+}
+
+/// The ingest run: publishing flat out until everything is searchable and
+/// indexed.
+#[derive(Debug, Clone, Serialize)]
+pub struct Ingest {
+    /// What the producer measured.
+    pub produce: ProduceReport,
+    /// From the first send until `count` saw every point, seconds.
+    pub all_searchable_s: f64,
+    /// Points over `all_searchable_s`.
+    pub searchable_per_s: f64,
+    /// From then until every segment's graph is built and served, seconds.
+    pub indexed_after_s: f64,
+    /// Segments served once indexed.
+    pub segments: usize,
+    /// Bytes of the store directory over points.
+    pub disk_bytes_per_vector: f64,
+}
+
+/// A cold start of eddy-query on the ingested store.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ColdStart {
+    /// From the start of the process to `/readyz` answering 200, seconds.
+    pub ready_s: f64,
+    /// From the start to the first search answered, seconds.
+    pub first_search_s: f64,
+    /// Store bytes it serves.
+    pub store_bytes: u64,
+}
+
+/// The host and versions the report was measured with.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Host {
+    /// CPU model.
+    pub cpu: String,
+    /// Logical CPUs.
+    pub cpus: usize,
+    /// The kernel dispatch eddy's search uses.
+    pub kernels: String,
+    /// eddy's commit (`git describe`), where the repository tells.
+    pub eddy: String,
+    /// Tansu's version.
+    pub tansu: String,
+    /// Package versions of the peers.
+    pub packages: BTreeMap<String, String>,
+}
+
+/// Everything the suite measured (`report.json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct SuiteReport {
+    /// The command line.
+    pub command: String,
+    /// Dataset directory name.
+    pub dataset: String,
+    /// Base points.
+    pub points: usize,
+    /// Dimensions.
+    pub dim: usize,
+    /// Queries.
+    pub queries: usize,
+    /// Seconds per phase.
+    pub duration_s: f64,
+    /// Rounds of each A/B comparison.
+    pub rounds: usize,
+    /// The recall target of the load phases.
+    pub target_recall: f64,
+    /// Host and versions.
+    pub host: Host,
+    /// The ingest run.
+    pub ingest: Option<Ingest>,
+    /// The workloads.
+    pub eddy: EddyRuns,
+    /// Peak resident memory of eddy-ingest and eddy-query, bytes.
+    pub peak_rss: (Option<u64>, Option<u64>),
+    /// The cold start.
+    pub cold_start: Option<ColdStart>,
+    /// The peers.
+    pub peers: PeerResults,
+    /// Wall time of the whole suite, seconds.
+    pub elapsed_s: f64,
+}
+
+/// Runs the suite and writes its report.
+pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    if args.ef.is_empty() || args.rounds == 0 || args.partitions == 0 {
+        bail!("--ef needs a value, --rounds and --partitions at least 1");
+    }
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let out = args.out.canonicalize().context("resolving --out")?;
+    let dir = args.dataset.clone();
+    let max_queries = args.queries;
+    let ds = tokio::task::spawn_blocking(move || Dataset::load(&dir, max_queries))
+        .await
+        .context("dataset loader panicked")?
+        .with_context(|| format!("loading {}", args.dataset.display()))?;
+    let bin_dir = match &args.bin_dir {
+        Some(d) => d.clone(),
+        None => services::default_bin_dir()?,
+    };
+    services::check_binaries(&bin_dir)?;
+    let peer_run = peers::PeerRun {
+        python: args.python.clone(),
+        repo: args.repo.clone(),
+        dataset: args.dataset.canonicalize().context("resolving --dataset")?,
+        queries: args.queries,
+        rounds: args.rounds,
+        ef: args.ef.clone(),
+        out: out.clone(),
+    };
+
+    let partitions = args.partitions;
+    let tansu = tokio::task::spawn_blocking(move || -> anyhow::Result<Tansu> {
+        let tansu = Tansu::start()?;
+        tansu.create_topic(COLLECTION, partitions)?;
+        Ok(tansu)
+    })
+    .await
+    .context("broker start panicked")??;
+    let work = tempfile::Builder::new()
+        .prefix("eddy-suite-")
+        .tempdir()
+        .context("creating the suite's temp dir")?;
+    let cfg = ServiceConfig {
+        bin_dir: bin_dir.clone(),
+        brokers: tansu.bootstrap(),
+        store: work.path().join("store"),
+        log_dir: work.path().to_owned(),
+        collection: format!(
+            "name={COLLECTION},dim={},metric=cosine,topic={COLLECTION},id=u64,field.section=keyword",
+            ds.dim()
+        ),
+        ingest_args: Vec::new(),
+        query_args: Vec::new(),
+    };
+    let mut services = Services::start(&cfg)?;
+    let measured = measure_served(&args, &ds, &cfg, &mut services, &peer_run).await;
+    let peak_rss = services.peak_rss();
+    services.stop();
+    let (ingest, eddy, cold_start, mut peer_results) = match measured {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("{}", services.log_tails());
+            return Err(e);
+        }
+    };
+    drop(tansu);
+    if args.peers.contains(&PeerSet::InProcess) {
+        tracing::info!("in-process peers");
+        let run = peer_run.clone();
+        let bench = bin_dir.join("eddy-bench");
+        let r = tokio::task::spawn_blocking(move || peers::in_process(&run, &bench))
+            .await
+            .context("peer runner panicked")?;
+        peer_results.merge(r);
+    }
+    if !args.peers.contains(&PeerSet::Served) {
+        peer_results
+            .unavailable
+            .insert("Milvus (served)".into(), "not asked for (--peers)".into());
+    }
+    peer_results.unavailable.entry("Qdrant server".into()).or_insert_with(|| {
+        "not built in this run: its build from source takes over an hour on this machine's 2 cores; the in-process engine (qdrant-edge-py) stands in".into()
+    });
+    let report = SuiteReport {
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        dataset: args.dataset.file_name().map_or_else(
+            || args.dataset.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        ),
+        points: ds.len(),
+        dim: ds.dim(),
+        queries: ds.queries.rows(),
+        duration_s: args.duration,
+        rounds: args.rounds,
+        target_recall: args.target_recall,
+        host: host(&args),
+        ingest,
+        eddy,
+        peak_rss,
+        cold_start,
+        peers: peer_results,
+        elapsed_s: started.elapsed().as_secs_f64(),
+    };
+    write_report(&report, &out)?;
+    println!(
+        "report written: {}/report.md, report.html, report.json ({:.0} s)",
+        out.display(),
+        report.elapsed_s
+    );
+    Ok(())
+}
+
+type Measured = (Option<Ingest>, EddyRuns, Option<ColdStart>, PeerResults);
+
+/// Ingest, workloads and served peers while the services run, then the
+/// cold start.
+async fn measure_served(
+    args: &SuiteArgs,
+    ds: &Dataset,
+    cfg: &ServiceConfig,
+    services: &mut Services,
+    peer_run: &peers::PeerRun,
+) -> anyhow::Result<Measured> {
+    let client = QueryClient::new(&services.http_addr, COLLECTION, Duration::from_secs(30))?;
+    services.wait_ready(&client, READY_TIMEOUT).await?;
+    let target = Target {
+        http: services.http_addr.clone(),
+        flight: services.flight_addr.clone(),
+        brokers: cfg.brokers.clone(),
+        topic: COLLECTION.to_owned(),
+        collection: COLLECTION.to_owned(),
+    };
+    let work = async {
+        let ingest = ingest(ds, &target, &client, &cfg.store).await?;
+        tracing::info!(?ingest.all_searchable_s, ?ingest.indexed_after_s, "ingested and indexed");
+        let plan = Plan {
+            dataset: args.dataset.clone(),
+            queries: args.queries,
+            duration: args.duration,
+            rounds: args.rounds,
+            ef: args.ef.clone(),
+            workers: args.workers,
+            write_rates: args.write_rates.clone(),
+            batch: args.batch,
+            target_recall: args.target_recall,
+        };
+        let eddy = workloads::run(&target, &plan).await?;
+        let mut peer_results = PeerResults::default();
+        if args.peers.contains(&PeerSet::Served) {
+            tracing::info!("served peers");
+            let (run, http, flight, batch) = (
+                peer_run.clone(),
+                target.http.clone(),
+                target.flight.clone(),
+                args.batch,
+            );
+            peer_results = tokio::task::spawn_blocking(move || {
+                peers::served(&run, &http, &flight, COLLECTION, batch)
+            })
+            .await
+            .context("peer runner panicked")?;
+        }
+        anyhow::Ok((ingest, eddy, peer_results))
+    };
+    let (ingest, eddy, peer_results) = tokio::select! {
+        r = work => r?,
+        e = services.watch() => return Err(e),
+    };
+    let cold = cold_start(cfg, services, &client, ds).await?;
+    Ok((Some(ingest), eddy, Some(cold), peer_results))
+}
+
+/// Publishes the base flat out (protobuf) and waits until it is all
+/// searchable, then until every graph is built and served.
+async fn ingest(
+    ds: &Dataset,
+    target: &Target,
+    client: &QueryClient,
+    store: &Path,
+) -> anyhow::Result<Ingest> {
+    let mut p = ProduceArgs::new(&target.brokers, &target.topic);
+    p.dataset = ds.dir.clone();
+    p.format = Format::Protobuf;
+    let started = Instant::now();
+    let produced = produce::produce(&p, &AtomicBool::new(false)).await?;
+    wait_count(client, ds.len() as u64, COUNT_TIMEOUT).await?;
+    let all_searchable_s = started.elapsed().as_secs_f64();
+    let indexing = wait_indexed(client, store, COLLECTION, INDEX_TIMEOUT).await?;
+    Ok(Ingest {
+        produce: produced,
+        all_searchable_s,
+        searchable_per_s: ds.len() as f64 / all_searchable_s.max(1e-9),
+        indexed_after_s: indexing.waited.as_secs_f64(),
+        segments: indexing.segments,
+        disk_bytes_per_vector: dir_bytes(store) as f64 / ds.len().max(1) as f64,
+    })
+}
+
+/// Restarts eddy-query on the store and times it to ready and to a search.
+async fn cold_start(
+    cfg: &ServiceConfig,
+    services: &mut Services,
+    client: &QueryClient,
+    ds: &Dataset,
+) -> anyhow::Result<ColdStart> {
+    services.restart_query(cfg)?;
+    let started = Instant::now();
+    services.wait_ready(client, READY_TIMEOUT).await?;
+    let ready_s = started.elapsed().as_secs_f64();
+    let set = ds.query_set();
+    client
+        .search(&SearchRequest {
+            vector: set.vectors.row(0),
+            options: &SearchOptions::new(10, false),
+            with_payload: false,
+            min_offsets: None,
+        })
+        .await
+        .context("the first search after the cold start")?;
+    Ok(ColdStart {
+        ready_s,
+        first_search_s: started.elapsed().as_secs_f64(),
+        store_bytes: dir_bytes(&cfg.store),
+    })
+}
+
+/// Bytes of every file under `dir`.
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            Ok(_) => e.metadata().map_or(0, |m| m.len()),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+fn host(args: &SuiteArgs) -> Host {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|l| l.trim_start_matches([' ', '\t', ':']).to_owned())
+        .unwrap_or_else(|| "unknown".into());
+    let run = |cmd: &str, a: &[&str]| {
+        std::process::Command::new(cmd)
+            .args(a)
+            .current_dir(&args.repo)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_else(|| "unknown".into())
+    };
+    Host {
+        cpu,
+        cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        kernels: eddy_kernels::backend_name().to_owned(),
+        eddy: run("git", &["describe", "--always", "--dirty"]),
+        tansu: run("tansu", &["--version"]),
+        packages: peers::versions(&args.python),
+    }
+}
+
+/// Writes `report.json`, `report.md` and `report.html` into `out`.
+pub fn write_report(report: &SuiteReport, out: &Path) -> anyhow::Result<()> {
+    let json = serde_json::to_string_pretty(report).context("encoding the report")?;
+    let sections = report::sections(report);
+    let title = format!("eddy benchmark suite: {}", report.dataset);
+    for (name, text) in [
+        ("report.json", json + "\n"),
+        ("report.md", document::markdown(&title, &sections)),
+        ("report.html", document::html(&title, &sections)),
+    ] {
+        let path = out.join(name);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}

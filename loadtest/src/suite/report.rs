@@ -1,0 +1,438 @@
+//! The suite's report as sections: headline ratios at matched recall,
+//! curves, ingest, latency under load, filtered, mixed read/write and
+//! freshness, scroll and cold start, the peers, and what it does not show.
+
+use super::document::{Section, Table};
+use super::matched::{qps_at, ratio_at, AtRecall, Curve};
+use super::svg::{Chart, Series};
+use super::SuiteReport;
+use crate::driver::{Load, PhaseResult};
+use crate::histogram::{fmt_millis, LatencyStats};
+
+/// Recall targets of the ratio tables.
+const TARGETS: [f64; 3] = [0.90, 0.95, 0.99];
+
+/// The report's sections, in reading order.
+pub fn sections(r: &SuiteReport) -> Vec<Section> {
+    let curves = all_curves(r);
+    vec![
+        summary(r, &curves),
+        curves_section(&curves),
+        ingest(r),
+        load(r),
+        other_modes(r),
+        mixed(r),
+        export_and_cold_start(r),
+        peers(r),
+        limits(),
+    ]
+}
+
+fn all_curves(r: &SuiteReport) -> Vec<Curve> {
+    let mut v: Vec<Curve> = r.eddy.sweeps.iter().map(|s| s.curve.clone()).collect();
+    v.extend(r.peers.curves.iter().cloned());
+    v
+}
+
+fn find<'a>(curves: &'a [Curve], name: &str) -> Option<&'a Curve> {
+    curves.iter().find(|c| c.name == name)
+}
+
+fn summary(r: &SuiteReport, curves: &[Curve]) -> Section {
+    let mut s = Section::new("Summary");
+    s.text(format!(
+        "Dataset `{}`: {} points, {} dimensions, {} queries, k = 10. Host: {} ({} CPUs), eddy kernels `{}`, eddy `{}`, Tansu `{}`. {} s per phase, {} rounds per A/B comparison (order reversed each round); the whole suite took {:.0} s.",
+        r.dataset, r.points, r.dim, r.queries, r.host.cpu, r.host.cpus, r.host.kernels,
+        r.host.eddy, r.host.tansu, r.duration_s, r.rounds, r.elapsed_s
+    ));
+    s.text(format!("Command: `{}`", r.command));
+    s.text(
+        "Method: recall is tie-aware recall@10 against the exact ground truth (a hit counts when its true score ties the 10th). Engines are compared at matched recall, never at matched ef: each curve's throughput at a target is interpolated linearly in log(q/s) between the two ef points that bracket it, never extrapolated; \"≥\" marks a lower bound where even the smallest ef is above the target. Ratios give the mean curves' ratio and, in brackets, the lowest and highest per-round ratio. Open-loop latency runs from each request's scheduled send time (no coordinated omission).",
+    );
+    let mut t = Table::new(&["comparison", "@0.90", "@0.95", "@0.99"]);
+    let pairs = [
+        ("eddy HTTP (Python client)", "Milvus (Python client)"),
+        (
+            "eddy DoExchange ×100 (Python client)",
+            "Milvus batch ×100 (Python client)",
+        ),
+        ("eddy HTTP", "eddy-sq8 (in process)"),
+        ("eddy DoExchange ×100", "eddy-sq8 (in process)"),
+    ];
+    for (x, y) in pairs {
+        ratio_row(&mut t, curves, x, y);
+    }
+    for mode in ["eddy-f32 (in process)", "eddy-sq8 (in process)"] {
+        for peer in ["hnswlib", "faiss", "usearch", "qdrant-edge"] {
+            ratio_row(&mut t, curves, mode, &format!("{peer} (in process)"));
+        }
+    }
+    s.table(t);
+    let mut b = Table::new(&["build (2 threads)", "seconds", "eddy / it"]);
+    let eddy_build = find(curves, "eddy-f32 (in process)").and_then(|c| c.build_s);
+    for c in curves.iter().filter(|c| c.build_s.is_some()) {
+        let secs = c.build_s.unwrap_or(0.0);
+        b.row(vec![
+            c.name.clone(),
+            format!("{secs:.1}"),
+            eddy_build.map_or("-".into(), |e| format!("{:.2}×", e / secs.max(1e-9))),
+        ]);
+    }
+    s.table(b);
+    s
+}
+
+/// A row `x / y` at each target (left out when either curve is missing).
+fn ratio_row(t: &mut Table, curves: &[Curve], x: &str, y: &str) {
+    let (Some(cx), Some(cy)) = (find(curves, x), find(curves, y)) else {
+        return;
+    };
+    let mut row = vec![format!("{x} / {y}")];
+    for target in TARGETS {
+        row.push(match ratio_at(cx, cy, target) {
+            Some(r) => r.to_string(),
+            None => why_no_ratio(cx, cy, target),
+        });
+    }
+    t.row(row);
+}
+
+fn why_no_ratio(x: &Curve, y: &Curve, target: f64) -> String {
+    for c in [x, y] {
+        match qps_at(&c.points, target) {
+            AtRecall::NotReached => return format!("{} does not reach it", c.name),
+            AtRecall::AtLeast(..) if std::ptr::eq(c, y) => {
+                return format!("{} above it at its lowest ef", c.name)
+            }
+            _ => {}
+        }
+    }
+    "-".into()
+}
+
+fn curves_section(curves: &[Curve]) -> Section {
+    let mut s = Section::new("Throughput against recall");
+    let chart = |title: &str, pick: &dyn Fn(&Curve) -> bool| Chart {
+        title: title.to_owned(),
+        x_label: "recall@10 (tie-aware)".into(),
+        y_label: "queries/s".into(),
+        log_y: true,
+        series: curves
+            .iter()
+            .filter(|c| pick(c))
+            .map(|c| Series {
+                name: c.name.clone(),
+                points: c.points.iter().map(|p| (p.recall10, p.qps)).collect(),
+            })
+            .collect(),
+    };
+    s.chart(chart("Served, single queries, one client", &|c| {
+        c.batch == 1 && !c.name.contains("in process")
+    }));
+    s.chart(chart("Served, batches", &|c| c.batch > 1));
+    s.chart(chart("In process, one search thread", &|c| {
+        c.name.contains("in process")
+    }));
+    for c in curves {
+        let mut t = Table::new(&["ef", "recall@10", "q/s", "spread", "p50", "p99"]);
+        for p in &c.points {
+            t.row(vec![
+                p.ef.to_string(),
+                format!("{:.4}", p.recall10),
+                format!("{:.0}", p.qps),
+                format!("{:.0}%", p.spread * 100.0),
+                p.p50_ms.map_or("-".into(), fmt_millis),
+                p.p99_ms.map_or("-".into(), fmt_millis),
+            ]);
+        }
+        s.text(format!(
+            "{} ({}{} rounds):",
+            c.name,
+            if c.batch > 1 {
+                format!("{} queries per request, ", c.batch)
+            } else {
+                String::new()
+            },
+            c.rounds.len()
+        ));
+        s.table(t);
+    }
+    s
+}
+
+fn ingest(r: &SuiteReport) -> Section {
+    let mut s = Section::new("Ingest");
+    let Some(i) = &r.ingest else {
+        s.text("not run");
+        return s;
+    };
+    let p = &i.produce.publish;
+    s.text(format!(
+        "The base published flat out as {:?} events by the producer, consumed by one eddy-ingest; then every segment's graph built in the background and served.",
+        i.produce.format
+    ));
+    let mut t = Table::new(&["measure", "value"]);
+    t.row(vec![
+        "events acknowledged".into(),
+        format!("{} ({:.0}/s)", p.events, p.events_per_s),
+    ]);
+    t.row(vec![
+        "all searchable (count = base) after".into(),
+        format!(
+            "{:.1} s ({:.0} points/s)",
+            i.all_searchable_s, i.searchable_per_s
+        ),
+    ]);
+    t.row(vec![
+        "then all indexed and served after".into(),
+        format!("{:.1} s ({} segments)", i.indexed_after_s, i.segments),
+    ]);
+    t.row(vec![
+        "bytes on disk per vector".into(),
+        format!("{:.0} (raw f32: {})", i.disk_bytes_per_vector, r.dim * 4),
+    ]);
+    let mib = |b: Option<u64>| b.map_or("-".into(), |b| format!("{:.0} MiB", b as f64 / 1048576.0));
+    t.row(vec!["peak RSS eddy-ingest".into(), mib(r.peak_rss.0)]);
+    t.row(vec!["peak RSS eddy-query".into(), mib(r.peak_rss.1)]);
+    s.table(t);
+    s
+}
+
+fn lat(l: Option<&LatencyStats>, f: fn(&LatencyStats) -> f64) -> String {
+    l.map_or("-".into(), |l| fmt_millis(f(l)))
+}
+
+fn phase_table(phases: &[&PhaseResult]) -> Table {
+    let mut t = Table::new(&[
+        "api",
+        "truth",
+        "mode",
+        "load",
+        "q/s",
+        "dropped",
+        "errors",
+        "p50",
+        "p99",
+        "p99.9",
+        "recall@10",
+    ]);
+    for p in phases {
+        t.row(vec![
+            p.api.to_owned(),
+            p.truth.name().to_owned(),
+            p.mode.clone(),
+            match p.load {
+                Load::Closed { workers } => format!("closed ×{workers}"),
+                Load::Open {
+                    rate,
+                    fraction: Some(f),
+                } => format!("open {rate:.0}/s ({:.0}%)", f * 100.0),
+                Load::Open { rate, .. } => format!("open {rate:.0}/s"),
+            },
+            format!("{:.0}", p.queries_per_s),
+            p.dropped.to_string(),
+            p.errors.to_string(),
+            lat(p.latency.as_ref(), |l| l.p50_ms),
+            lat(p.latency.as_ref(), |l| l.p99_ms),
+            lat(p.latency.as_ref(), |l| l.p999_ms),
+            p.recall
+                .and_then(|r| r.at10)
+                .map_or("-".into(), |r| format!("{r:.4}")),
+        ]);
+    }
+    t
+}
+
+fn load(r: &SuiteReport) -> Section {
+    let mut s = Section::new("Latency under load (HTTP)");
+    s.text(format!(
+        "A closed loop of 4 workers finds saturation at ef {} (the smallest swept ef reaching recall@10 {} over HTTP); open loops then offer 50/70/90 % of it, latency from each request's scheduled time.",
+        r.eddy.chosen_ef.map_or("(server default)".into(), |e| e.to_string()),
+        r.target_recall
+    ));
+    s.table(phase_table(&r.eddy.load.iter().collect::<Vec<_>>()));
+    let open: Vec<(f64, &LatencyStats)> = r
+        .eddy
+        .load
+        .iter()
+        .filter_map(|p| match (p.load, &p.latency) {
+            (Load::Open { rate, .. }, Some(l)) => Some((rate, l)),
+            _ => None,
+        })
+        .collect();
+    let line = |name: &str, f: fn(&LatencyStats) -> f64| Series {
+        name: name.into(),
+        points: open.iter().map(|(x, l)| (*x, f(l))).collect(),
+    };
+    s.chart(Chart {
+        title: "Latency against offered load (open loop)".into(),
+        x_label: "offered requests/s".into(),
+        y_label: "latency ms".into(),
+        log_y: true,
+        series: vec![
+            line("p50", |l| l.p50_ms),
+            line("p99", |l| l.p99_ms),
+            line("p99.9", |l| l.p999_ms),
+        ],
+    });
+    s
+}
+
+fn other_modes(r: &SuiteReport) -> Section {
+    let mut s = Section::new("Exact, DoGet and filtered");
+    let all: Vec<&PhaseResult> = r
+        .eddy
+        .exact
+        .iter()
+        .chain(&r.eddy.do_get)
+        .chain(&r.eddy.filtered)
+        .collect();
+    s.text("One client each. Filtered: `section == \"games\"` (f1, ~1.7 % of the base) and `section in [admin, net, text, utils]` (f10, ~10.8 %), scored against their own filtered ground truth.");
+    s.table(phase_table(&all));
+    for n in &r.eddy.notes {
+        s.text(n.clone());
+    }
+    s
+}
+
+fn mixed(r: &SuiteReport) -> Section {
+    let mut s = Section::new("Mixed read/write and freshness");
+    s.text("A background writer upserts base rows (protobuf) at each rate while 4 closed-loop HTTP workers search, and freshness probes (10/s) re-publish rows and poll until the new version is served. Broker → visible runs from the broker's timestamp (named in the table) to the first answer holding the event; produce → visible from the send.");
+    let mut t = Table::new(&[
+        "write rate",
+        "writer achieved",
+        "q/s",
+        "of read-only",
+        "recall@10",
+        "probes visible",
+        "broker → visible p50",
+        "p99",
+        "produce → visible p50",
+        "p99",
+        "ack p50",
+    ]);
+    for m in &r.eddy.mixed {
+        let p = m.report.phases.first();
+        let f = m.report.freshness.as_ref();
+        t.row(vec![
+            format!("{:.0}/s", m.write_rate),
+            m.report
+                .writer
+                .as_ref()
+                .map_or("-".into(), |w| format!("{:.0}/s", w.events_per_s)),
+            p.map_or("-".into(), |p| format!("{:.0}", p.queries_per_s)),
+            m.ratio_to_read_only
+                .map_or("-".into(), |x| format!("{x:.2}×")),
+            p.and_then(|p| p.recall)
+                .and_then(|r| r.at10)
+                .map_or("-".into(), |x| format!("{x:.4}")),
+            f.map_or("-".into(), |f| {
+                format!(
+                    "{}/{} ({:?})",
+                    f.visible,
+                    f.visible + f.timed_out,
+                    f.timestamps
+                )
+            }),
+            lat(f.and_then(|f| f.append_to_visible.as_ref()), |l| l.p50_ms),
+            lat(f.and_then(|f| f.append_to_visible.as_ref()), |l| l.p99_ms),
+            lat(f.and_then(|f| f.produce_to_visible.as_ref()), |l| l.p50_ms),
+            lat(f.and_then(|f| f.produce_to_visible.as_ref()), |l| l.p99_ms),
+            lat(f.and_then(|f| f.acked.as_ref()), |l| l.p50_ms),
+        ]);
+    }
+    s.table(t);
+    let fresh = |name: &str, pick: fn(&crate::freshness::FreshnessSummary) -> Option<f64>| Series {
+        name: name.into(),
+        points: r
+            .eddy
+            .mixed
+            .iter()
+            .filter_map(|m| Some((m.write_rate, pick(m.report.freshness.as_ref()?)?)))
+            .collect(),
+    };
+    s.chart(Chart {
+        title: "Freshness against write rate".into(),
+        x_label: "write rate, events/s".into(),
+        y_label: "ms".into(),
+        log_y: true,
+        series: vec![
+            fresh("broker → visible p50", |f| {
+                f.append_to_visible.map(|l| l.p50_ms)
+            }),
+            fresh("broker → visible p99", |f| {
+                f.append_to_visible.map(|l| l.p99_ms)
+            }),
+            fresh("produce → visible p50", |f| {
+                f.produce_to_visible.map(|l| l.p50_ms)
+            }),
+            fresh("produce → visible p99", |f| {
+                f.produce_to_visible.map(|l| l.p99_ms)
+            }),
+        ],
+    });
+    s
+}
+
+fn export_and_cold_start(r: &SuiteReport) -> Section {
+    let mut s = Section::new("Scroll export and cold start");
+    let mut t = Table::new(&["measure", "value"]);
+    if let Some(x) = &r.eddy.scroll {
+        t.row(vec![
+            "scroll, every live point with payloads, pages of 1,000".into(),
+            format!(
+                "{} points in {:.2} s ({:.0} points/s, {} pages)",
+                x.points, x.elapsed_s, x.points_per_s, x.pages
+            ),
+        ]);
+    }
+    if let Some(c) = &r.cold_start {
+        t.row(vec![
+            "eddy-query restarted on the store: ready after".into(),
+            format!(
+                "{:.2} s ({:.0} MiB of store, {:.0} MiB/s; page cache warm)",
+                c.ready_s,
+                c.store_bytes as f64 / 1048576.0,
+                c.store_bytes as f64 / 1048576.0 / c.ready_s.max(1e-9)
+            ),
+        ]);
+        t.row(vec![
+            "first search answered after".into(),
+            format!("{:.2} s", c.first_search_s),
+        ]);
+    }
+    s.table(t);
+    s
+}
+
+fn peers(r: &SuiteReport) -> Section {
+    let mut s = Section::new("Peers");
+    s.text("Same data, same machine, same run. In process: M = 16, ef_construction = 100, built on 2 threads, searched one query at a time on one thread (`loadtest/bench/peers.py`). Served: one Python client, one request at a time, against eddy (HTTP JSON; DoExchange over pyarrow.flight) and Milvus's embedded server (pymilvus; HNSW M = 16, efConstruction = 100, inner product) (`loadtest/scripts/served_peers.py`).");
+    let mut t = Table::new(&["package", "version"]);
+    for (p, v) in &r.host.packages {
+        t.row(vec![p.clone(), v.clone()]);
+    }
+    for (p, v) in &r.peers.versions {
+        if !r.host.packages.contains_key(p) {
+            t.row(vec![p.clone(), v.clone()]);
+        }
+    }
+    s.table(t);
+    let mut t = Table::new(&["set-up", "seconds"]);
+    for (what, secs) in &r.peers.setup {
+        t.row(vec![what.clone(), format!("{secs:.1}")]);
+    }
+    s.table(t);
+    let mut t = Table::new(&["could not run", "why"]);
+    for (what, why) in &r.peers.unavailable {
+        t.row(vec![what.clone(), why.clone()]);
+    }
+    s.table(t);
+    s
+}
+
+fn limits() -> Section {
+    let mut s = Section::new("What this does not establish");
+    s.text("One machine, shared and noisy: absolute figures drift between runs, so read the ratios and their per-round ranges, not the absolute q/s. The clients run on the same two cores as the servers, so served figures include the client's CPU. The Python-client comparisons measure what one Python job sees, not either server's ceiling. Milvus runs as its embedded single-process server, not a distributed deployment. Freshness depends on the broker: Tansu here, not Kafka. See docs/benchmarks.md.");
+    s
+}

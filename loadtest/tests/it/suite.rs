@@ -1,0 +1,147 @@
+//! The benchmark suite's workloads and report against a real broker and
+//! both services (in process): the 10k sample published, every workload run
+//! briefly, and the report written as JSON, Markdown and HTML that say what
+//! was measured. Graphs are off in this cluster, so every answer is an exact
+//! scan: recall@10 is 1.0 at every `ef`.
+
+use std::sync::atomic::AtomicBool;
+
+use eddy_loadtest::driver::Load;
+use eddy_loadtest::encode::Format;
+use eddy_loadtest::produce::{self, ProduceArgs};
+use eddy_loadtest::suite::{self, Host, PeerResults, Plan, SuiteReport, Target};
+
+use crate::cluster::Cluster;
+
+const COLLECTION: &str = "st";
+const SAMPLE_POINTS: u64 = 10_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_suite_runs_every_workload_and_writes_its_report() {
+    let _serial = crate::SERIAL.lock().await;
+    let cluster = Cluster::start(&[COLLECTION]).await;
+    let mut args = ProduceArgs::new(&cluster.tansu.bootstrap(), COLLECTION);
+    args.format = Format::Protobuf;
+    args.rate = 1000.0;
+    args.kafka = vec![
+        ("request.timeout.ms".into(), "120000".into()),
+        ("message.timeout.ms".into(), "120000".into()),
+    ];
+    produce::produce(&args, &AtomicBool::new(false))
+        .await
+        .expect("the sample is published");
+    cluster.wait_count(COLLECTION, SAMPLE_POINTS).await;
+
+    let target = Target {
+        http: cluster.http(),
+        flight: cluster.flight(),
+        brokers: cluster.tansu.bootstrap(),
+        topic: COLLECTION.into(),
+        collection: COLLECTION.into(),
+    };
+    let plan = Plan {
+        dataset: eddy_loadtest::dataset::SAMPLE_DIR.into(),
+        queries: Some(50),
+        duration: 0.3,
+        rounds: 2,
+        ef: vec![16, 64],
+        workers: 2,
+        write_rates: vec![0.0, 200.0],
+        batch: 10,
+        target_recall: 0.95,
+    };
+    let runs = suite::run_workloads(&target, &plan)
+        .await
+        .expect("the workloads run");
+
+    // Two sweeps (HTTP, DoExchange), alternated over two rounds, exact.
+    assert_eq!(runs.sweeps.len(), 2);
+    for s in &runs.sweeps {
+        assert_eq!(s.curve.rounds.len(), 2, "{}", s.curve.name);
+        assert_eq!(s.phases.len(), 4, "{}", s.curve.name);
+        let efs: Vec<usize> = s.curve.points.iter().map(|p| p.ef).collect();
+        assert_eq!(efs, [16, 64]);
+        for p in &s.curve.points {
+            assert_eq!(p.recall10, 1.0, "{} ef {}", s.curve.name, p.ef);
+            assert!(p.qps > 0.0);
+        }
+    }
+    assert_eq!(runs.sweeps[1].curve.batch, 10);
+    assert_eq!(runs.chosen_ef, Some(16));
+    let answered = |p: &eddy_loadtest::driver::PhaseResult| p.answered > 0 && p.errors == 0;
+    assert!(runs.exact.iter().all(answered) && runs.exact.len() == 1);
+    assert!(runs.do_get.iter().all(answered) && runs.do_get.len() == 1);
+    // A saturating closed loop, then open loops at 50/70/90 % of it.
+    let fractions: Vec<Option<f64>> = runs
+        .load
+        .iter()
+        .filter_map(|p| match p.load {
+            Load::Open { fraction, .. } => Some(fraction),
+            Load::Closed { .. } => None,
+        })
+        .collect();
+    assert_eq!(fractions, [Some(0.5), Some(0.7), Some(0.9)]);
+    assert!(matches!(runs.load[0].load, Load::Closed { workers: 2 }));
+    // The sample has no filtered ground truth: said, not silently skipped.
+    assert!(runs.filtered.is_empty());
+    assert!(runs.notes.iter().any(|n| n.contains("filtered")));
+    // Mixed: probes alone, then with a writer; every probe seen.
+    assert_eq!(runs.mixed.len(), 2);
+    for m in &runs.mixed {
+        let f = m.report.freshness.as_ref().expect("probes ran");
+        assert_eq!((f.visible, f.timed_out), (3, 0), "at {}/s", m.write_rate);
+        assert!(m.ratio_to_read_only.is_some());
+    }
+    assert!(runs.mixed[0].report.writer.is_none());
+    assert!(runs.mixed[1]
+        .report
+        .writer
+        .as_ref()
+        .is_some_and(|w| w.events > 0));
+    let scroll = runs.scroll.expect("scrolled");
+    assert_eq!(scroll.points, SAMPLE_POINTS);
+    assert_eq!(scroll.pages, SAMPLE_POINTS.div_ceil(1000));
+
+    let report = SuiteReport {
+        command: "test".into(),
+        dataset: "debian-minilm-10k".into(),
+        points: SAMPLE_POINTS as usize,
+        dim: 384,
+        queries: 50,
+        duration_s: plan.duration,
+        rounds: plan.rounds,
+        target_recall: plan.target_recall,
+        host: Host::default(),
+        ingest: None,
+        eddy: runs,
+        peak_rss: (None, None),
+        cold_start: None,
+        peers: PeerResults::default(),
+        elapsed_s: 1.0,
+    };
+    let out = tempfile::tempdir().expect("tempdir");
+    suite::write_report(&report, out.path()).expect("the report is written");
+    let md = std::fs::read_to_string(out.path().join("report.md")).expect("report.md");
+    for heading in [
+        "## Summary",
+        "## Throughput against recall",
+        "## Latency under load (HTTP)",
+        "## Mixed read/write and freshness",
+        "## Scroll export and cold start",
+    ] {
+        assert!(md.contains(heading), "{heading} missing:\n{md}");
+    }
+    assert!(md.contains("| 16 | 1.0000 |"), "sweep rows:\n{md}");
+    assert!(md.contains("eddy DoExchange ×10 (10 queries per request, 2 rounds)"));
+    assert!(md.contains("10000 points in"));
+    let html = std::fs::read_to_string(out.path().join("report.html")).expect("report.html");
+    // Three curve charts, latency against load, freshness against writes.
+    assert_eq!(html.matches("<svg").count(), 5);
+    assert!(html.matches("<polyline").count() >= 2 + 3 + 2);
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.path().join("report.json")).expect("report.json"),
+    )
+    .expect("report.json parses");
+    assert_eq!(json["eddy"]["sweeps"].as_array().map(Vec::len), Some(2));
+    cluster.shutdown().await;
+}
