@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Compare eddy's HNSW with hnswlib, faiss (IndexHNSWFlat) and usearch on one dataset.
+"""Compare eddy's HNSW with hnswlib, faiss (IndexHNSWFlat), usearch and Qdrant's
+HNSW (qdrant-edge: Qdrant's engine in-process) on one dataset.
 
 Same M / ef_construction for every engine, same machine, same run; engines
 alternate (A/B/A/B, order reversed every round) for --rounds rounds and the
@@ -12,7 +13,7 @@ is interpolated linearly in log(QPS) between the two ef points bracketing the
 target (never extrapolated: "not reached" / "below sweep" otherwise), and eddy's
 throughput ratio to each peer is printed, plus the build-time ratio.
 
-    pip install hnswlib faiss-cpu usearch numpy
+    pip install hnswlib faiss-cpu usearch qdrant-edge-py numpy
     python3 loadtest/bench/peers.py --dataset ../shared/datasets/debian-minilm \
         --eddy-bin target/release/eddy-bench
 """
@@ -138,6 +139,59 @@ class Usearch:
         return lambda: self.ix.search(queries, 10, threads=1).keys.astype(np.int64)
 
 
+class QdrantEdge:
+    """Qdrant's HNSW through qdrant-edge (Qdrant's storage engine in-process, no server).
+
+    One shard in a temporary directory: vectors in RAM, no WAL, one segment
+    (`default_segment_number=1`), HNSW built on every segment above 1 KB, no
+    quantization. The build is the upsert of all points plus `optimize()`,
+    which blocks until the HNSW graph is built (`max_indexing_threads` =
+    build threads). Searching uses a one-thread search pool and Qdrant's
+    per-request `hnsw_ef`; the point objects and search requests are made
+    before the timing, so the timed loop is one `EdgeShard.search` call per
+    query (Qdrant's own minimum of ef = k applies either way)."""
+    name = "qdrant-edge"
+
+    def build(self, base, space, m, efc, threads):
+        import tempfile
+        import qdrant_edge as qe
+        self.qe = qe
+        self.tmp = tempfile.TemporaryDirectory(prefix="qdrant-edge-")  # removed when dropped
+        cfg = qe.EdgeConfig(
+            vectors=qe.EdgeVectorParams(size=base.shape[1],
+                                        distance=qe.Distance.Dot if space == "ip" else qe.Distance.Euclid),
+            hnsw_config=qe.HnswIndexConfig(m=m, ef_construct=efc, full_scan_threshold=1,
+                                           max_indexing_threads=threads),
+            optimizers=qe.EdgeOptimizersConfig(default_segment_number=1, indexing_threshold=1),
+            max_search_threads=1, wal_enabled=False)
+        self.shard = qe.EdgeShard.create(os.path.join(self.tmp.name, "shard"), cfg)
+        points = [qe.Point(i, v) for i, v in enumerate(base.tolist())]
+        t = time.perf_counter()
+        for i in range(0, len(points), 10_000):
+            self.shard.update(qe.UpdateOperation.upsert_points(points[i:i + 10_000]))
+        self.shard.optimize()
+        el = time.perf_counter() - t
+        info = self.shard.info()
+        if info.indexed_vectors_count != len(base):
+            raise RuntimeError(f"qdrant-edge indexed {info.indexed_vectors_count} of {len(base)} vectors")
+        return el
+
+    def search(self, queries, ef):
+        qe = self.qe
+        params = qe.SearchParams(hnsw_ef=max(ef, 10))
+        reqs = [qe.SearchRequest(query=qe.Query.Nearest(q), limit=10, params=params)
+                for q in queries.tolist()]
+        shard = self.shard
+
+        def run():
+            out = np.full((len(reqs), 10), -1, dtype=np.int64)
+            for i, r in enumerate(reqs):
+                hits = shard.search(r)
+                out[i, :len(hits)] = [h.id for h in hits]
+            return out
+        return run
+
+
 def run_peer(engine, base, queries, gt, gts, a):
     el = engine.build(base, a.space, a.m, a.efc, a.threads)
     pts = []
@@ -211,7 +265,8 @@ def main():
                     default=[10, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512])
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--engines", default="eddy,hnswlib,faiss,usearch",
-                    help="eddy (huge pages, as served), eddy4k (4 KiB pages), hnswlib, faiss, usearch")
+                    help="eddy (huge pages, as served), eddy4k (4 KiB pages), hnswlib, faiss, usearch, "
+                         "qdrant-edge (qdrant-edge-py: Qdrant's engine in-process)")
     ap.add_argument("--eddy-modes", default="f32,sq8")
     ap.add_argument("--space", default="ip", choices=["ip", "l2"])
     ap.add_argument("--queries", type=int, default=None)
@@ -226,7 +281,7 @@ def main():
     print(f"dataset {a.dataset}: base {base.shape}, queries {queries.shape}, M={a.m} efc={a.efc} "
           f"build threads={a.threads}, search 1 thread, rounds={a.rounds}", flush=True)
 
-    peers = {"hnswlib": Hnswlib, "faiss": Faiss, "usearch": Usearch}
+    peers = {"hnswlib": Hnswlib, "faiss": Faiss, "usearch": Usearch, "qdrant-edge": QdrantEdge}
     engines = [e for e in a.engines.split(",") if e]
     rounds = []  # list of {engine: result}
     for r in range(a.rounds):

@@ -105,14 +105,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     };
     services::check_binaries(&bin_dir)?;
 
-    let partitions = args.partitions;
-    let tansu = tokio::task::spawn_blocking(move || -> anyhow::Result<Tansu> {
-        let tansu = Tansu::start()?;
-        tansu.create_topic(COLLECTION, partitions)?;
-        Ok(tansu)
-    })
-    .await
-    .context("broker start panicked")??;
+    let tansu = services::start_broker(COLLECTION, args.partitions).await?;
 
     let work = tempfile::Builder::new()
         .prefix("eddy-demo-")

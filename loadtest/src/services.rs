@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use tokio::time::Instant;
 
+use crate::broker::Tansu;
 use crate::http::QueryClient;
 use crate::process::{file_tail, free_port, ChildGuard};
 
@@ -50,6 +51,18 @@ pub struct Services {
     pub ingest_log: PathBuf,
     /// eddy-query's log file.
     pub query_log: PathBuf,
+}
+
+/// Starts a Tansu broker with one topic of `partitions` partitions.
+pub async fn start_broker(topic: &str, partitions: u32) -> anyhow::Result<Tansu> {
+    let topic = topic.to_owned();
+    tokio::task::spawn_blocking(move || -> anyhow::Result<Tansu> {
+        let tansu = Tansu::start()?;
+        tansu.create_topic(&topic, partitions)?;
+        Ok(tansu)
+    })
+    .await
+    .context("broker start panicked")?
 }
 
 /// The directory of the running executable (where cargo puts sibling binaries).

@@ -32,7 +32,6 @@ pub use peers::PeerResults;
 
 pub use workloads::{run as run_workloads, EddyRuns, Mixed, Plan, Scroll, Sweep, Target};
 
-use crate::broker::Tansu;
 use crate::dataset::{Dataset, SAMPLE_DIR};
 use crate::encode::Format;
 use crate::http::{QueryClient, SearchRequest};
@@ -239,14 +238,7 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
         out: out.clone(),
     };
 
-    let partitions = args.partitions;
-    let tansu = tokio::task::spawn_blocking(move || -> anyhow::Result<Tansu> {
-        let tansu = Tansu::start()?;
-        tansu.create_topic(COLLECTION, partitions)?;
-        Ok(tansu)
-    })
-    .await
-    .context("broker start panicked")??;
+    let tansu = services::start_broker(COLLECTION, args.partitions).await?;
     let work = tempfile::Builder::new()
         .prefix("eddy-suite-")
         .tempdir()

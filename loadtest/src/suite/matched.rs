@@ -216,7 +216,10 @@ mod tests {
         let r = ratio_at(&x, &y, 0.96).expect("both reach 0.96");
         assert!((r.value - 2.0).abs() < 1e-9);
         let (lo, hi) = r.range.expect("per-round range");
-        assert!((lo - 1.8).abs() < 1e-9 && (hi - 2.2).abs() < 1e-9, "{lo} {hi}");
+        assert!(
+            (lo - 1.8).abs() < 1e-9 && (hi - 2.2).abs() < 1e-9,
+            "{lo} {hi}"
+        );
         assert_eq!(r.to_string(), "2.00× (1.80–2.20)");
         // Both only bound at 0.5: no ratio.
         assert_eq!(ratio_at(&x, &y, 0.5), None);
