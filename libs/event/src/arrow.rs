@@ -1,7 +1,8 @@
 //! The Arrow IPC stream format (`application/vnd.apache.arrow.stream`): many
 //! points in one message, for bulk loads. Columns: `id` (UInt64 or Utf8, as
 //! the collection's id type says), `vector` (FixedSizeList<Float32, dim>)
-//! and any others as payload fields. One bad row rejects the whole message:
+//! and any others as payload fields (strings, numbers, booleans, and lists
+//! of them as JSON arrays). One bad row rejects the whole message:
 //! it goes to the dead-letter topic as it came, with the reason.
 
 use std::io::Write as _;
@@ -11,7 +12,7 @@ use arrow_array::types::{
     Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type,
     UInt64Type, UInt8Type,
 };
-use arrow_array::{Array, ArrowPrimitiveType, RecordBatch};
+use arrow_array::{Array, ArrowPrimitiveType, GenericListArray, OffsetSizeTrait, RecordBatch};
 use arrow_ipc::reader::StreamReader;
 use arrow_schema::DataType;
 use eddy_model::{CollectionDef, FieldType, IdType, PointId};
@@ -244,6 +245,8 @@ fn writer<'a>(name: &str, column: &'a dyn Array) -> Result<WriteValue<'a>, Rejec
         DataType::UInt64 => number::<UInt64Type>(column),
         DataType::Float32 => float::<Float32Type>(name, column),
         DataType::Float64 => float::<Float64Type>(name, column),
+        DataType::List(_) => list(name, column.as_list::<i32>())?,
+        DataType::LargeList(_) => list(name, column.as_list::<i64>())?,
         other => {
             return Err(Rejection::new(
                 Reason::WrongSchema,
@@ -251,6 +254,35 @@ fn writer<'a>(name: &str, column: &'a dyn Array) -> Result<WriteValue<'a>, Rejec
             ))
         }
     })
+}
+
+/// A list column as JSON arrays (a null item as `null`), its items written
+/// by the writer of their own type.
+fn list<'a, O: OffsetSizeTrait>(
+    name: &str,
+    column: &'a GenericListArray<O>,
+) -> Result<WriteValue<'a>, Rejection> {
+    let item = writer(name, column.values().as_ref())?;
+    Ok(Box::new(move |row, out| {
+        if column.is_null(row) {
+            return Ok(false);
+        }
+        let offsets = column.value_offsets();
+        let (start, end) = (offsets[row].as_usize(), offsets[row + 1].as_usize());
+        out.push(b'[');
+        for i in start..end {
+            if i > start {
+                out.push(b',');
+            }
+            let mark = out.len();
+            if !item(i, out)? {
+                out.truncate(mark);
+                out.extend_from_slice(b"null");
+            }
+        }
+        out.push(b']');
+        Ok(true)
+    }))
 }
 
 fn number<'a, T>(column: &'a dyn Array) -> WriteValue<'a>

@@ -213,7 +213,10 @@ fn protobuf_events_decode() {
 mod arrow {
     use std::sync::Arc;
 
-    use arrow_array::builder::{FixedSizeListBuilder, Float32Builder};
+    use arrow_array::builder::{
+        FixedSizeListBuilder, Float32Builder, Int64Builder, LargeListBuilder, ListBuilder,
+        StringBuilder,
+    };
     use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray, UInt64Array};
     use arrow_ipc::writer::StreamWriter;
 
@@ -271,6 +274,48 @@ mod arrow {
         assert_eq!(rows[0].payload, br#"{"size":3,"name":"a\"b"}"#);
         assert_eq!(rows[1].payload, br#"{"name":"c"}"#);
         assert_eq!(rows[1].row, 1);
+    }
+
+    #[test]
+    fn list_payload_columns_become_json_arrays() {
+        // What `eddy-loadtest produce --format arrow` sends for a list of
+        // strings (the dataset's `tags`): List<Utf8>, with null lists, empty
+        // lists and null items.
+        let mut tags = ListBuilder::new(StringBuilder::new());
+        tags.values().append_value("a");
+        tags.values().append_null();
+        tags.values().append_value("b\"c");
+        tags.append(true);
+        tags.append(false);
+        tags.append(true);
+        let mut sizes = LargeListBuilder::new(Int64Builder::new());
+        sizes.values().append_value(1);
+        sizes.append(true);
+        sizes.append(true);
+        sizes.values().append_value(-2);
+        sizes.values().append_value(3);
+        sizes.append(true);
+        let value = stream(vec![
+            ("id", Arc::new(UInt64Array::from(vec![1, 2, 3])) as ArrayRef),
+            (
+                "vector",
+                vectors(&[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]),
+            ),
+            ("tags", Arc::new(tags.finish())),
+            ("sizes", Arc::new(sizes.finish())),
+        ]);
+        let Ok(Event::Bulk(points)) = bulk(&def(), &value) else {
+            panic!("a batch with list columns decodes")
+        };
+        let payloads: Vec<&[u8]> = points.iter().map(|p| p.payload).collect();
+        assert_eq!(
+            payloads,
+            [
+                &br#"{"tags":["a",null,"b\"c"],"sizes":[1]}"#[..],
+                &br#"{"sizes":[]}"#[..],
+                &br#"{"tags":[],"sizes":[-2,3]}"#[..],
+            ]
+        );
     }
 
     #[test]
