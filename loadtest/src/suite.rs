@@ -103,6 +103,10 @@ pub struct SuiteArgs {
     /// Queries per DoExchange (and per Milvus batch).
     #[arg(long, env = "EDDY_SUITE_BATCH", default_value_t = 100)]
     pub batch: usize,
+    /// Format the base is published in: Arrow batches of 1,000 points by
+    /// default (Tansu falls behind one record per point on a full dataset).
+    #[arg(long, env = "EDDY_SUITE_INGEST_FORMAT", value_enum, default_value = "arrow")]
+    pub ingest_format: Format,
     /// Partitions of the suite's topic.
     #[arg(long, env = "EDDY_SUITE_PARTITIONS", default_value_t = 3)]
     pub partitions: u32,
@@ -334,7 +338,7 @@ async fn measure_served(
         collection: COLLECTION.to_owned(),
     };
     let work = async {
-        let ingest = ingest(ds, &target, &client, &cfg.store).await?;
+        let ingest = ingest(ds, args.ingest_format, &target, &client, &cfg.store).await?;
         tracing::info!(?ingest.all_searchable_s, ?ingest.indexed_after_s, "ingested and indexed");
         let plan = Plan {
             dataset: args.dataset.clone(),
@@ -350,6 +354,9 @@ async fn measure_served(
         let eddy = workloads::run(&target, &plan).await?;
         let mut peer_results = PeerResults::default();
         if args.peers.contains(&PeerSet::Served) {
+            // The mixed phases left a tail and new segments: the peers
+            // meet eddy sealed and indexed again, as the sweeps did.
+            wait_indexed(&client, &cfg.store, COLLECTION, INDEX_TIMEOUT).await?;
             tracing::info!("served peers");
             let (run, http, flight, batch) = (
                 peer_run.clone(),
@@ -373,17 +380,18 @@ async fn measure_served(
     Ok((Some(ingest), eddy, Some(cold), peer_results))
 }
 
-/// Publishes the base flat out (protobuf) and waits until it is all
-/// searchable, then until every graph is built and served.
+/// Publishes the base flat out and waits until it is all searchable, then
+/// until every graph is built and served.
 async fn ingest(
     ds: &Dataset,
+    format: Format,
     target: &Target,
     client: &QueryClient,
     store: &Path,
 ) -> anyhow::Result<Ingest> {
     let mut p = ProduceArgs::new(&target.brokers, &target.topic);
     p.dataset = ds.dir.clone();
-    p.format = Format::Protobuf;
+    p.format = format;
     let started = Instant::now();
     let produced = produce::produce(&p, &AtomicBool::new(false)).await?;
     wait_count(client, ds.len() as u64, COUNT_TIMEOUT).await?;
