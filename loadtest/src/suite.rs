@@ -105,7 +105,12 @@ pub struct SuiteArgs {
     pub batch: usize,
     /// Format the base is published in: Arrow batches of 1,000 points by
     /// default (Tansu falls behind one record per point on a full dataset).
-    #[arg(long, env = "EDDY_SUITE_INGEST_FORMAT", value_enum, default_value = "arrow")]
+    #[arg(
+        long,
+        env = "EDDY_SUITE_INGEST_FORMAT",
+        value_enum,
+        default_value = "arrow"
+    )]
     pub ingest_format: Format,
     /// Partitions of the suite's topic.
     #[arg(long, env = "EDDY_SUITE_PARTITIONS", default_value_t = 3)]
