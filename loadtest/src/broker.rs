@@ -42,6 +42,25 @@ pub const TOPIC_TIMEOUT: Duration = Duration::from_secs(30);
 /// How much of the broker log an error message carries.
 const LOG_TAIL_BYTES: u64 = 4096;
 
+/// Environment variable with the broker's own log filter (`RUST_LOG` syntax;
+/// default `warn`). The caller's `RUST_LOG` is never passed on: at `info`
+/// Tansu traces every span it enters, gigabytes a minute under load, until it
+/// stops answering.
+pub const TANSU_LOG_ENV: &str = "EDDY_TANSU_LOG";
+
+/// The broker's log filter: `EDDY_TANSU_LOG`, or `warn`.
+pub fn tansu_log_filter() -> String {
+    log_filter(std::env::var_os(TANSU_LOG_ENV))
+}
+
+/// `value` unless it is missing or empty, else `warn`.
+fn log_filter(value: Option<std::ffi::OsString>) -> String {
+    value
+        .map(|v| v.to_string_lossy().trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "warn".to_owned())
+}
+
 /// Errors of the broker harness.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -223,6 +242,11 @@ impl Tansu {
         Ok(tansu)
     }
 
+    /// The broker's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.lock().ok().and_then(|c| c.id())
+    }
+
     /// The bootstrap address, `127.0.0.1:<port>`.
     pub fn bootstrap(&self) -> String {
         format!("127.0.0.1:{}", self.port)
@@ -295,6 +319,7 @@ impl Tansu {
         cmd.args(args)
             .arg("--broker")
             .arg(self.broker_url())
+            .env("RUST_LOG", tansu_log_filter())
             // tansu reads `.env` from its working directory: keep it in ours.
             .current_dir(self.dir.path())
             .stdout(out)
@@ -457,6 +482,14 @@ pub(crate) fn spawn_broker_with(
         .open(log_path)
         .map_err(io_err(format!("open {}", log_path.display())))?;
     let log_err = log.try_clone().map_err(io_err("clone log file"))?;
+    let mut cmd = broker_command(bin, dir, port, advertised, extra);
+    cmd.stdout(log).stderr(log_err);
+    Ok(ChildGuard::spawn("tansu broker", &mut cmd)?)
+}
+
+/// The `tansu broker` command line: SQLite storage in `dir`, listening on
+/// `port`, advertising `advertised`, with `extra` flags.
+fn broker_command(bin: &Path, dir: &Path, port: u16, advertised: &str, extra: &[&str]) -> Command {
     let url = format!("tcp://127.0.0.1:{port}");
     let mut cmd = Command::new(bin);
     // Tansu 0.6 resolves a sqlite URL as `<cwd>/<host><path>` (a leading `/`
@@ -472,8 +505,40 @@ pub(crate) fn spawn_broker_with(
         .arg("--cluster-id")
         .arg("eddy-test")
         .args(extra)
-        .current_dir(dir)
-        .stdout(log)
-        .stderr(log_err);
-    Ok(ChildGuard::spawn("tansu broker", &mut cmd)?)
+        .env("RUST_LOG", tansu_log_filter())
+        .current_dir(dir);
+    cmd
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `RUST_LOG` a command sets for its child, if it sets one.
+    fn rust_log(cmd: &Command) -> Option<String> {
+        cmd.get_envs()
+            .find(|(k, _)| *k == "RUST_LOG")
+            .and_then(|(_, v)| v.map(|v| v.to_string_lossy().into_owned()))
+    }
+
+    #[test]
+    fn broker_log_level_is_its_own_not_the_callers() {
+        // A caller running with RUST_LOG=info made Tansu trace every decoded
+        // varint (gigabytes a minute) until it stopped answering.
+        let cmd = broker_command(
+            Path::new("tansu"),
+            Path::new("/tmp"),
+            9092,
+            "tcp://x:1",
+            &[],
+        );
+        assert_eq!(rust_log(&cmd).as_deref(), Some(tansu_log_filter().as_str()));
+    }
+
+    #[test]
+    fn broker_log_filter_defaults_to_warnings() {
+        assert_eq!(log_filter(None), "warn");
+        assert_eq!(log_filter(Some("debug".into())), "debug");
+        assert_eq!(log_filter(Some("".into())), "warn");
+    }
 }

@@ -166,6 +166,34 @@ pub fn encode_rows(
     }
 }
 
+/// Encodes each of `runs` (row ranges of `vectors`) as one Arrow batch
+/// record (point id = row number): a pipeline's micro-batches, where
+/// [`encode_rows`] cuts fixed-size chunks.
+pub fn encode_arrow_runs(
+    vectors: &Matrix<f32>,
+    payloads: &[Payload],
+    runs: &[Range<usize>],
+    columns: &PayloadColumns,
+) -> Result<Vec<Record>> {
+    runs.iter()
+        .map(|run| {
+            if run.end > vectors.rows() || run.end > payloads.len() || run.start > run.end {
+                return Err(Error::Range {
+                    start: run.start,
+                    end: run.end,
+                    rows: vectors.rows(),
+                    payloads: payloads.len(),
+                });
+            }
+            Ok(Record {
+                key: run.start.to_string(),
+                value: arrow::encode_batch(vectors, payloads, run.clone(), columns)?,
+                points: u32::try_from(run.len()).unwrap_or(u32::MAX),
+            })
+        })
+        .collect()
+}
+
 /// Encodes one point in `opts.format` (an Arrow message of one row for
 /// [`Format::Arrow`], its payload columns inferred from this payload alone).
 pub fn encode_point(

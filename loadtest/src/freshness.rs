@@ -106,6 +106,9 @@ pub struct FreshnessStats {
     pub append_to_visible: LatencyHistogram,
     /// Which timestamp the acknowledgements carried.
     pub timestamps: TimestampKind,
+    /// Every visible probe: (seconds from the run's start to its send,
+    /// send → visible in ms), in send order — freshness over time.
+    pub timeline: Vec<(f64, f64)>,
 }
 
 /// The serializable summary of a probe run.
@@ -123,6 +126,9 @@ pub struct FreshnessSummary {
     pub append_to_visible: Option<LatencyStats>,
     /// `log_append_time` or `create_time`: what "append" means above.
     pub timestamps: TimestampKind,
+    /// (seconds since the run's start at the send, send → visible ms) of
+    /// every visible probe, in send order.
+    pub timeline: Vec<(f64, f64)>,
 }
 
 impl FreshnessStats {
@@ -135,6 +141,7 @@ impl FreshnessStats {
             produce_to_visible: self.produce_to_visible.summary(),
             append_to_visible: self.append_to_visible.summary(),
             timestamps: self.timestamps,
+            timeline: self.timeline.clone(),
         }
     }
 }
@@ -146,6 +153,8 @@ struct ProbeResult {
     timestamp_ms: Option<i64>,
     /// The wall clock at the send.
     sent_wall: SystemTime,
+    /// Since the run's start, at the send.
+    sent_after: Duration,
     /// Send → first answer holding the event.
     visible: Option<Duration>,
 }
@@ -169,7 +178,8 @@ pub async fn probe_freshness(
         arrow_rows: 1,
         proto_vector_bytes: false,
     };
-    let schedule = Schedule::new(Instant::now(), opts.rate);
+    let started = Instant::now();
+    let schedule = Schedule::new(started, opts.rate);
     let mut probes = JoinSet::new();
     for i in 0..opts.probes {
         schedule.wait(i).await;
@@ -207,6 +217,7 @@ pub async fn probe_freshness(
                 timestamp,
                 timestamp_ms,
                 sent_wall,
+                sent_after: sent_at.duration_since(started),
                 visible: seen?,
             })
         });
@@ -228,6 +239,9 @@ pub async fn probe_freshness(
         };
         stats.visible += 1;
         stats.produce_to_visible.record(after_send);
+        stats
+            .timeline
+            .push((r.sent_after.as_secs_f64(), after_send.as_secs_f64() * 1e3));
         if let Some(ms) = r.timestamp_ms.and_then(|ms| u64::try_from(ms).ok()) {
             let appended = UNIX_EPOCH + Duration::from_millis(ms);
             let visible_wall = r.sent_wall + after_send;
@@ -238,6 +252,7 @@ pub async fn probe_freshness(
             );
         }
     }
+    stats.timeline.sort_by(|a, b| a.0.total_cmp(&b.0));
     Ok(stats)
 }
 

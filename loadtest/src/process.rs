@@ -206,3 +206,37 @@ mod tests {
         assert!(file_tail(&dir.path().join("missing"), 4).starts_with("(cannot read"));
     }
 }
+
+/// CPU time (user + system) process `pid` has used so far, in seconds, from
+/// `/proc/<pid>/stat` (`None` off Linux or once the process is gone).
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_cpu_seconds(&stat)
+}
+
+/// utime + stime of a `/proc/<pid>/stat` line, in seconds. The command name
+/// (field 2) may hold spaces and parentheses, so fields are counted after
+/// its last `)`; the kernel reports them in USER_HZ (100 on Linux).
+fn parse_cpu_seconds(stat: &str) -> Option<f64> {
+    const USER_HZ: f64 = 100.0;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // After the name: state is field 3, utime 14, stime 15.
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) as f64 / USER_HZ)
+}
+
+#[cfg(test)]
+mod cpu_tests {
+    use super::*;
+
+    #[test]
+    fn cpu_seconds_read_utime_and_stime_after_the_name() {
+        let stat =
+            "4242 (tokio (rt) x) S 1 4242 4242 0 -1 4194560 900 0 0 0 250 130 0 0 20 0 9 0 100 0";
+        assert_eq!(parse_cpu_seconds(stat), Some(3.8));
+        assert_eq!(parse_cpu_seconds("garbage"), None);
+        assert!(cpu_seconds(std::process::id()).is_some_and(|s| s >= 0.0));
+    }
+}

@@ -134,6 +134,11 @@ impl Services {
         )
     }
 
+    /// The process ids of eddy-ingest and eddy-query, while they run.
+    pub fn pids(&self) -> (Option<u32>, Option<u32>) {
+        (self.ingest.id(), self.query.id())
+    }
+
     /// Fails when either service has exited.
     pub fn check_alive(&mut self) -> anyhow::Result<()> {
         for child in [&mut self.ingest, &mut self.query] {

@@ -100,6 +100,14 @@ pub struct SuiteArgs {
         default_value = "0,500,2000,5000"
     )]
     pub write_rates: Vec<f64>,
+    /// Points per record of the mixed phases' writer: Arrow batches of up
+    /// to this many rows (default 49: one batch per 50 base rows, the
+    /// freshness probe's row left out), or 1 for one protobuf event per
+    /// point. Tansu's SQLite engine stores every record as a row and spends
+    /// a core at ~2,000 records/s, which on one machine is taken from the
+    /// service; a real Kafka cluster does not.
+    #[arg(long, env = "EDDY_SUITE_WRITE_BATCH", default_value_t = 49)]
+    pub write_batch: usize,
     /// Queries per DoExchange (and per Milvus batch).
     #[arg(long, env = "EDDY_SUITE_BATCH", default_value_t = 100)]
     pub batch: usize,
@@ -201,6 +209,10 @@ pub struct SuiteReport {
     pub rounds: usize,
     /// The recall target of the load phases.
     pub target_recall: f64,
+    /// Closed-loop workers of the saturating and mixed phases.
+    pub workers: usize,
+    /// Points per record of the mixed phases' writer.
+    pub write_batch: usize,
     /// Host and versions.
     pub host: Host,
     /// The ingest run.
@@ -265,7 +277,8 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
         query_args: Vec::new(),
     };
     let mut services = Services::start(&cfg)?;
-    let measured = measure_served(&args, &ds, &cfg, &mut services, &peer_run).await;
+    let broker_pid = tansu.pid();
+    let measured = measure_served(&args, &ds, &cfg, &mut services, broker_pid, &peer_run).await;
     let peak_rss = services.peak_rss();
     services.stop();
     let (ingest, eddy, cold_start, mut peer_results) = match measured {
@@ -305,6 +318,8 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
         duration_s: args.duration,
         rounds: args.rounds,
         target_recall: args.target_recall,
+        workers: args.workers,
+        write_batch: args.write_batch,
         host: host(&args),
         ingest,
         eddy,
@@ -322,6 +337,19 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The broker's and the services' process ids, named.
+fn processes(services: &Services, broker_pid: Option<u32>) -> Vec<(String, u32)> {
+    let (ingest, query) = services.pids();
+    [
+        ("broker", broker_pid),
+        ("eddy-ingest", ingest),
+        ("eddy-query", query),
+    ]
+    .into_iter()
+    .filter_map(|(name, pid)| Some((name.to_owned(), pid?)))
+    .collect()
+}
+
 type Measured = (Option<Ingest>, EddyRuns, Option<ColdStart>, PeerResults);
 
 /// Ingest, workloads and served peers while the services run, then the
@@ -331,6 +359,7 @@ async fn measure_served(
     ds: &Dataset,
     cfg: &ServiceConfig,
     services: &mut Services,
+    broker_pid: Option<u32>,
     peer_run: &peers::PeerRun,
 ) -> anyhow::Result<Measured> {
     let client = QueryClient::new(&services.http_addr, COLLECTION, Duration::from_secs(30))?;
@@ -341,6 +370,7 @@ async fn measure_served(
         brokers: cfg.brokers.clone(),
         topic: COLLECTION.to_owned(),
         collection: COLLECTION.to_owned(),
+        processes: processes(services, broker_pid),
     };
     let work = async {
         let ingest = ingest(ds, args.ingest_format, &target, &client, &cfg.store).await?;
@@ -353,6 +383,7 @@ async fn measure_served(
             ef: args.ef.clone(),
             workers: args.workers,
             write_rates: args.write_rates.clone(),
+            write_batch: args.write_batch,
             batch: args.batch,
             target_recall: args.target_recall,
         };

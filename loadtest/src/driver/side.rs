@@ -2,6 +2,7 @@
 //! writer re-publishing the base as upserts at a fixed rate (mixed
 //! read/write). Both produce to the collection's topic.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +12,7 @@ use tokio::task::JoinHandle;
 
 use super::QueryArgs;
 use crate::dataset::Base;
-use crate::encode::{self, EncodeOptions, Format, PayloadColumns};
+use crate::encode::{self, EncodeOptions, Format, PayloadColumns, Record};
 use crate::freshness::{self, FreshnessSummary, ProbeOptions};
 use crate::http::QueryClient;
 use crate::kafka;
@@ -59,6 +60,59 @@ pub struct SideArgs {
     /// while the phases run (0 = none).
     #[arg(long, env = "EDDY_LOADTEST_QUERY_WRITE_RATE", default_value_t = 0.0)]
     pub write_rate: f64,
+    /// Points per writer record: 1 publishes one `--format` event per point;
+    /// more publishes Arrow batches of up to this many consecutive rows (a
+    /// pipeline's micro-batches; at most 49, a batch never holds a probe's
+    /// row). The rate stays in points per second.
+    #[arg(long, env = "EDDY_LOADTEST_QUERY_WRITE_BATCH", default_value_t = 1)]
+    pub write_batch: usize,
+}
+
+/// The writer's records: rows of `base` upserted one event per point in
+/// `format`, or as Arrow batches of up to `batch` rows; a probe's row is never
+/// among them (see `freshness::PROBE_STRIDE`).
+fn writer_records(base: &Base, format: Format, batch: usize) -> anyhow::Result<Vec<Record>> {
+    if batch <= 1 {
+        let opts = EncodeOptions {
+            format,
+            arrow_rows: 1,
+            proto_vector_bytes: false,
+        };
+        let mut records = encode::encode_rows(
+            &base.vectors,
+            &base.payloads,
+            0..base.len(),
+            &opts,
+            &PayloadColumns::default(),
+        )?;
+        records.retain(|r| r.key.parse().is_ok_and(|row| !freshness::is_probe_row(row)));
+        return Ok(records);
+    }
+    let columns = PayloadColumns::infer(&base.payloads);
+    let runs = writer_runs(base.len(), batch);
+    Ok(encode::encode_arrow_runs(
+        &base.vectors,
+        &base.payloads,
+        &runs,
+        &columns,
+    )?)
+}
+
+/// Consecutive rows of `0..len` in runs of at most `batch`, cut before and
+/// after every probe row (which is left out).
+fn writer_runs(len: usize, batch: usize) -> Vec<Range<usize>> {
+    let mut runs = Vec::new();
+    let mut start = 0;
+    for row in 0..=len {
+        let cut = row == len || freshness::is_probe_row(row);
+        if cut || row - start == batch.max(1) {
+            if row > start {
+                runs.push(start..row);
+            }
+            start = if cut { row + 1 } else { row };
+        }
+    }
+    runs
 }
 
 type Task<T> = JoinHandle<anyhow::Result<T>>;
@@ -92,25 +146,10 @@ impl SideTasks {
             .context("base loader panicked")??;
         let base = Arc::new(base);
         if s.write_rate > 0.0 {
-            let opts = EncodeOptions {
-                format: s.format,
-                arrow_rows: 1,
-                proto_vector_bytes: false,
-            };
-            let b = base.clone();
-            let mut records = tokio::task::spawn_blocking(move || {
-                encode::encode_rows(
-                    &b.vectors,
-                    &b.payloads,
-                    0..b.len(),
-                    &opts,
-                    &PayloadColumns::default(),
-                )
-            })
-            .await
-            .context("encoder panicked")??;
-            // The writer leaves the probes' rows alone (see `freshness::PROBE_STRIDE`).
-            records.retain(|r| r.key.parse().is_ok_and(|row| !freshness::is_probe_row(row)));
+            let (b, format, batch) = (base.clone(), s.format, s.write_batch);
+            let records = tokio::task::spawn_blocking(move || writer_records(&b, format, batch))
+                .await
+                .context("encoder panicked")??;
             let stop = Arc::new(AtomicBool::new(false));
             let publish_opts = PublishOptions {
                 topic: topic.clone(),
@@ -167,5 +206,29 @@ impl SideTasks {
         };
         let freshness = freshness.transpose()?.transpose()?;
         Ok((freshness, writer))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writer_runs_skip_probe_rows_and_respect_the_batch() {
+        let runs = writer_runs(120, 20);
+        // Probe rows are 49 and 99.
+        assert_eq!(
+            runs,
+            vec![0..20, 20..40, 40..49, 50..70, 70..90, 90..99, 100..120]
+        );
+        let rows: usize = runs.iter().map(|r| r.len()).sum();
+        assert_eq!(rows, 118);
+        assert!(runs
+            .iter()
+            .cloned()
+            .flatten()
+            .all(|r| !freshness::is_probe_row(r)));
+        assert_eq!(writer_runs(5, 1), vec![0..1, 1..2, 2..3, 3..4, 4..5]);
+        assert_eq!(writer_runs(0, 10), Vec::<Range<usize>>::new());
     }
 }

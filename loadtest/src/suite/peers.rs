@@ -342,6 +342,7 @@ pub fn read_served(path: &Path) -> anyhow::Result<PeerResults> {
 fn served_name(name: &str, batch: usize) -> String {
     match name {
         "eddy-http" => "eddy HTTP".to_owned(),
+        "eddy-http-lean" => "eddy HTTP, lean client".to_owned(),
         "eddy-exchange" => format!("eddy DoExchange ×{batch}"),
         "milvus" => "Milvus".to_owned(),
         "milvus-batch" => format!("Milvus batch ×{batch}"),

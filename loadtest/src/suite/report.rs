@@ -53,6 +53,10 @@ fn summary(r: &SuiteReport, curves: &[Curve]) -> Section {
     let pairs = [
         ("eddy HTTP (Python client)", "Milvus (Python client)"),
         (
+            "eddy HTTP, lean client (Python client)",
+            "Milvus (Python client)",
+        ),
+        (
             "eddy DoExchange ×100 (Python client)",
             "Milvus batch ×100 (Python client)",
         ),
@@ -297,7 +301,9 @@ fn other_modes(r: &SuiteReport) -> Section {
 
 fn mixed(r: &SuiteReport) -> Section {
     let mut s = Section::new("Mixed read/write and freshness");
-    s.text("A background writer upserts base rows (protobuf) at each rate while 4 closed-loop HTTP workers search, and freshness probes (10/s) re-publish rows and poll until the new version is served. Broker → visible runs from the broker's timestamp (named in the table) to the first answer holding the event; produce → visible from the send.");
+    s.text(format!("A background writer upserts base rows at each rate ({}) while {} closed-loop HTTP workers search, and freshness probes (10/s, one protobuf event each) re-publish rows and poll until the new version is served. Broker → visible runs from the broker's timestamp (named in the table) to the first answer holding the event; produce → visible from the send. Cores: CPU seconds over wall seconds of each process during the phase; the broker runs on the same 2 cores here, so its share is taken from eddy.",
+        if r.write_batch > 1 { format!("Arrow batches of up to {} points", r.write_batch) } else { "one protobuf event per point".to_owned() },
+        r.workers));
     let mut t = Table::new(&[
         "write rate",
         "writer achieved",
@@ -310,8 +316,15 @@ fn mixed(r: &SuiteReport) -> Section {
         "produce → visible p50",
         "p99",
         "ack p50",
+        "cores: broker / ingest / query",
     ]);
     for m in &r.eddy.mixed {
+        let cores = |name: &str| {
+            m.cpu_cores
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or("-".to_owned(), |(_, c)| format!("{c:.2}"))
+        };
         let p = m.report.phases.first();
         let f = m.report.freshness.as_ref();
         t.row(vec![
@@ -339,6 +352,12 @@ fn mixed(r: &SuiteReport) -> Section {
             lat(f.and_then(|f| f.produce_to_visible.as_ref()), |l| l.p50_ms),
             lat(f.and_then(|f| f.produce_to_visible.as_ref()), |l| l.p99_ms),
             lat(f.and_then(|f| f.acked.as_ref()), |l| l.p50_ms),
+            format!(
+                "{} / {} / {}",
+                cores("broker"),
+                cores("eddy-ingest"),
+                cores("eddy-query")
+            ),
         ]);
     }
     s.table(t);
@@ -370,6 +389,24 @@ fn mixed(r: &SuiteReport) -> Section {
                 f.produce_to_visible.map(|l| l.p99_ms)
             }),
         ],
+    });
+    s.chart(Chart {
+        title: "Freshness over time (each probe, produce → visible)".into(),
+        x_label: "seconds into the phase".into(),
+        y_label: "ms".into(),
+        log_y: true,
+        series: r
+            .eddy
+            .mixed
+            .iter()
+            .filter_map(|m| {
+                let f = m.report.freshness.as_ref()?;
+                Some(Series {
+                    name: format!("{:.0} events/s", m.write_rate),
+                    points: f.timeline.clone(),
+                })
+            })
+            .collect(),
     });
     s
 }
@@ -407,7 +444,7 @@ fn export_and_cold_start(r: &SuiteReport) -> Section {
 
 fn peers(r: &SuiteReport) -> Section {
     let mut s = Section::new("Peers");
-    s.text("Same data, same machine, same run. In process: M = 16, ef_construction = 100, built on 2 threads, searched one query at a time on one thread (`loadtest/bench/peers.py`). Served: one Python client, one request at a time, against eddy (HTTP JSON; DoExchange over pyarrow.flight) and Milvus's embedded server (pymilvus; HNSW M = 16, efConstruction = 100, inner product) (`loadtest/scripts/served_peers.py`).");
+    s.text("Same data, same machine, same run. In process: M = 16, ef_construction = 100, built on 2 threads, searched one query at a time on one thread (`loadtest/bench/peers.py`). Served: one Python client, one request at a time, against eddy (HTTP JSON through `requests`, and through the standard library's `http.client` with `orjson` — the lean client; DoExchange over pyarrow.flight) and Milvus's embedded server (pymilvus, its own gRPC client; HNSW M = 16, efConstruction = 100, inner product) (`loadtest/scripts/served_peers.py`). Milvus 2.3.5's REST search takes no search parameters (no `ef`), so it cannot be swept to a matched recall and is not used.");
     let mut t = Table::new(&["package", "version"]);
     for (p, v) in &r.host.packages {
         t.row(vec![p.clone(), v.clone()]);

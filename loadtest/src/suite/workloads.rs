@@ -16,6 +16,7 @@ use crate::dataset::Truth;
 use crate::driver::{self, Api, Load, PhaseResult, QueryArgs, Report};
 use crate::encode::Format;
 use crate::http::QueryClient;
+use crate::process::cpu_seconds;
 
 /// Where the workloads go.
 #[derive(Debug, Clone)]
@@ -30,6 +31,9 @@ pub struct Target {
     pub topic: String,
     /// The collection.
     pub collection: String,
+    /// Processes whose CPU time the mixed phases account for (name, pid):
+    /// on one machine the broker's share is the service's loss.
+    pub processes: Vec<(String, u32)>,
 }
 
 /// How long and how wide the workloads run.
@@ -49,6 +53,9 @@ pub struct Plan {
     pub workers: usize,
     /// Write rates of the mixed phases (0 = freshness probes only).
     pub write_rates: Vec<f64>,
+    /// Points per writer record in the mixed phases (1: one protobuf event
+    /// per point; more: Arrow batches).
+    pub write_batch: usize,
     /// Queries per DoExchange.
     pub batch: usize,
     /// The recall@10 the load phases run at (the smallest swept `ef`
@@ -76,6 +83,9 @@ pub struct Mixed {
     pub report: Report,
     /// Query throughput over the read-only saturating closed loop's.
     pub ratio_to_read_only: Option<f64>,
+    /// Cores each accounted process used over the phase (CPU seconds over
+    /// wall seconds).
+    pub cpu_cores: Vec<(String, f64)>,
 }
 
 /// The scroll export: every live point, page after page.
@@ -120,6 +130,36 @@ const SCROLL_PAGE: usize = 1000;
 const PROBE_RATE: f64 = 10.0;
 /// Per-request timeout of every workload.
 const TIMEOUT_S: f64 = 30.0;
+
+/// CPU time of some processes since a start, to turn into cores used.
+struct CpuClock {
+    started: Instant,
+    at_start: Vec<(String, u32, f64)>,
+}
+
+impl CpuClock {
+    fn start(processes: &[(String, u32)]) -> Self {
+        let at_start = processes
+            .iter()
+            .filter_map(|(name, pid)| Some((name.clone(), *pid, cpu_seconds(*pid)?)))
+            .collect();
+        Self {
+            started: Instant::now(),
+            at_start,
+        }
+    }
+
+    /// Cores each process used since the start.
+    fn cores(&self) -> Vec<(String, f64)> {
+        let wall = self.started.elapsed().as_secs_f64().max(1e-9);
+        self.at_start
+            .iter()
+            .filter_map(|(name, pid, before)| {
+                Some((name.clone(), (cpu_seconds(*pid)? - before) / wall))
+            })
+            .collect()
+    }
+}
 
 /// Runs every workload of `plan` against `target`, in order.
 pub async fn run(target: &Target, plan: &Plan) -> anyhow::Result<EddyRuns> {
@@ -185,18 +225,35 @@ pub async fn run(target: &Target, plan: &Plan) -> anyhow::Result<EddyRuns> {
         a.side.topic = Some(target.topic.clone());
         a.side.format = Format::Protobuf;
         a.side.write_rate = rate;
+        a.side.write_batch = plan.write_batch;
         a.side.freshness = (plan.duration * PROBE_RATE).ceil() as u64;
         a.side.freshness_rate = PROBE_RATE;
-        let report = driver::drive(&a)
-            .await
-            .with_context(|| format!("mixed read/write at {rate} events/s"))?;
-        let qps = report.phases.first().map(|p| p.queries_per_s);
-        out.mixed.push(Mixed {
-            write_rate: rate,
-            ratio_to_read_only: qps.zip(read_only).map(|(q, r)| q / r.max(1e-9)),
-            report,
-        });
+        tracing::info!(write_rate = rate, "mixed read/write");
+        let cpu = CpuClock::start(&target.processes);
+        match driver::drive(&a).await {
+            Ok(report) => {
+                let qps = report.phases.first().map(|p| p.queries_per_s);
+                out.mixed.push(Mixed {
+                    write_rate: rate,
+                    ratio_to_read_only: qps.zip(read_only).map(|(q, r)| q / r.max(1e-9)),
+                    cpu_cores: cpu.cores(),
+                    report,
+                });
+            }
+            // A broker that cannot keep up at one rate leaves the others
+            // (and the rest of the report) standing; the report says why.
+            Err(e) => {
+                tracing::warn!(
+                    write_rate = rate,
+                    error = format!("{e:#}"),
+                    "mixed phase failed"
+                );
+                out.notes
+                    .push(format!("mixed read/write at {rate} events/s failed: {e:#}"));
+            }
+        }
     }
+    tracing::info!("scroll export");
     out.scroll = Some(scroll(target).await?);
     Ok(out)
 }
@@ -218,6 +275,7 @@ async fn sweeps(target: &Target, plan: &Plan) -> anyhow::Result<Vec<Sweep>> {
             if round > 0 {
                 a.warmup = 0.0;
             }
+            tracing::info!(api = apis[i].name(), round = round + 1, "ef sweep");
             let r = driver::drive(&a)
                 .await
                 .with_context(|| format!("{} sweep, round {}", apis[i].name(), round + 1))?;
@@ -330,6 +388,7 @@ async fn phases(args: QueryArgs) -> anyhow::Result<Vec<PhaseResult>> {
         args.api.first().map_or("?", |a| a.name()),
         if args.exact { "exact" } else { "graph" }
     );
+    tracing::info!(workload = what, saturate = args.saturate, truth = ?args.truth, "workload");
     Ok(driver::drive(&args)
         .await
         .with_context(|| format!("the {what} workload"))?

@@ -38,6 +38,12 @@ async fn the_suite_runs_every_workload_and_writes_its_report() {
         brokers: cluster.tansu.bootstrap(),
         topic: COLLECTION.into(),
         collection: COLLECTION.into(),
+        processes: cluster
+            .tansu
+            .pid()
+            .map(|pid| ("broker".to_owned(), pid))
+            .into_iter()
+            .collect(),
     };
     let plan = Plan {
         dataset: eddy_loadtest::dataset::SAMPLE_DIR.into(),
@@ -47,6 +53,8 @@ async fn the_suite_runs_every_workload_and_writes_its_report() {
         ef: vec![16, 64],
         workers: 2,
         write_rates: vec![0.0, 200.0],
+        // The writer publishes Arrow batches, the probes protobuf events.
+        write_batch: 10,
         batch: 10,
         target_recall: 0.95,
     };
@@ -90,7 +98,17 @@ async fn the_suite_runs_every_workload_and_writes_its_report() {
     for m in &runs.mixed {
         let f = m.report.freshness.as_ref().expect("probes ran");
         assert_eq!((f.visible, f.timed_out), (3, 0), "at {}/s", m.write_rate);
+        assert_eq!(f.timeline.len(), 3, "one point per visible probe");
         assert!(m.ratio_to_read_only.is_some());
+    }
+    assert!(
+        !runs.notes.iter().any(|n| n.contains("mixed")),
+        "{:?}",
+        runs.notes
+    );
+    for m in &runs.mixed {
+        let broker = m.cpu_cores.iter().find(|(n, _)| n == "broker");
+        assert!(broker.is_some_and(|(_, c)| *c >= 0.0), "{:?}", m.cpu_cores);
     }
     assert!(runs.mixed[0].report.writer.is_none());
     assert!(runs.mixed[1]
@@ -111,6 +129,8 @@ async fn the_suite_runs_every_workload_and_writes_its_report() {
         duration_s: plan.duration,
         rounds: plan.rounds,
         target_recall: plan.target_recall,
+        workers: plan.workers,
+        write_batch: plan.write_batch,
         host: Host::default(),
         ingest: None,
         eddy: runs,
@@ -135,9 +155,11 @@ async fn the_suite_runs_every_workload_and_writes_its_report() {
     assert!(md.contains("eddy DoExchange ×10 (10 queries per request, 2 rounds)"));
     assert!(md.contains("10000 points in"));
     let html = std::fs::read_to_string(out.path().join("report.html")).expect("report.html");
-    // Three curve charts, latency against load, freshness against writes.
-    assert_eq!(html.matches("<svg").count(), 5);
-    assert!(html.matches("<polyline").count() >= 2 + 3 + 2);
+    // Three curve charts, latency against load, freshness against writes
+    // and over time (one line per write rate).
+    assert_eq!(html.matches("<svg").count(), 6);
+    assert!(html.matches("<polyline").count() >= 2 + 3 + 2 + 2);
+    assert!(html.contains("Freshness over time"));
     let json: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(out.path().join("report.json")).expect("report.json"),
     )
