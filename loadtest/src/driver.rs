@@ -87,6 +87,10 @@ pub struct QueryArgs {
     /// `ef` values to sweep, comma-separated (default: the server's).
     #[arg(long, env = "EDDY_LOADTEST_QUERY_EF", value_delimiter = ',')]
     pub ef: Vec<usize>,
+    /// Codes the graph walks use: `auto`, `none` (f32) or `sq8` (default:
+    /// the server's).
+    #[arg(long, env = "EDDY_LOADTEST_QUERY_QUANTIZATION")]
+    pub quantization: Option<String>,
     /// Exact search (every row scanned) instead of the graphs.
     #[arg(long, env = "EDDY_LOADTEST_QUERY_EXACT")]
     pub exact: bool,
@@ -181,14 +185,18 @@ impl QueryArgs {
         if self.exact {
             return vec![SearchOptions::new(self.k, true)];
         }
+        let graph = SearchOptions {
+            quantization: self.quantization.clone(),
+            ..SearchOptions::new(self.k, false)
+        };
         if self.ef.is_empty() {
-            return vec![SearchOptions::new(self.k, false)];
+            return vec![graph];
         }
         self.ef
             .iter()
             .map(|&ef| SearchOptions {
                 ef: Some(ef),
-                ..SearchOptions::new(self.k, false)
+                ..graph.clone()
             })
             .collect()
     }

@@ -18,6 +18,10 @@ pub struct SearchOptions {
     /// Payload filter in Qdrant's JSON shape.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub filter: Option<Value>,
+    /// Codes the walk uses: `auto`, `none` (f32) or `sq8` (`None` = the
+    /// server's default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quantization: Option<String>,
 }
 
 impl SearchOptions {
@@ -28,15 +32,21 @@ impl SearchOptions {
             exact,
             ef: None,
             filter: None,
+            quantization: None,
         }
     }
 
-    /// The mode's name in reports: `exact`, `graph` or `ef=N`.
+    /// The mode's name in reports: `exact`, `graph` or `ef=N`, followed by
+    /// ` quantization=Q` when one is asked for.
     pub fn mode(&self) -> String {
-        match (self.exact, self.ef) {
+        let walk = match (self.exact, self.ef) {
             (true, _) => "exact".into(),
             (false, None) => "graph".into(),
             (false, Some(ef)) => format!("ef={ef}"),
+        };
+        match &self.quantization {
+            Some(q) if !self.exact => format!("{walk} quantization={q}"),
+            _ => walk,
         }
     }
 }
@@ -63,5 +73,15 @@ mod tests {
         assert_eq!(v["filter"], serde_json::json!({"must": []}));
         assert_eq!(o.mode(), "ef=64");
         assert_eq!(SearchOptions::new(10, false).mode(), "graph");
+        let o = SearchOptions {
+            ef: Some(32),
+            quantization: Some("none".into()),
+            ..SearchOptions::new(10, false)
+        };
+        assert_eq!(
+            serde_json::to_value(&o).expect("serializes")["quantization"],
+            "none"
+        );
+        assert_eq!(o.mode(), "ef=32 quantization=none");
     }
 }

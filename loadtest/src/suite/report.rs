@@ -60,6 +60,7 @@ fn summary(r: &SuiteReport, curves: &[Curve]) -> Section {
             "eddy DoExchange ×100 (Python client)",
             "Milvus batch ×100 (Python client)",
         ),
+        ("eddy HTTP", "eddy HTTP, quantization none"),
         ("eddy HTTP", "eddy-sq8 (in process)"),
         ("eddy DoExchange ×100", "eddy-sq8 (in process)"),
     ];

@@ -68,6 +68,8 @@ pub struct Plan {
 pub struct Sweep {
     /// The API.
     pub api: Api,
+    /// The codes asked for (`None`: the server's default).
+    pub quantization: Option<String>,
     /// The curve (means over rounds).
     pub curve: Curve,
     /// Every phase, round after round.
@@ -167,7 +169,10 @@ pub async fn run(target: &Target, plan: &Plan) -> anyhow::Result<EddyRuns> {
         sweeps: sweeps(target, plan).await?,
         ..EddyRuns::default()
     };
-    let http = out.sweeps.iter().find(|s| s.api == Api::Http);
+    let http = out
+        .sweeps
+        .iter()
+        .find(|s| s.api == Api::Http && s.quantization.is_none());
     out.chosen_ef = http.and_then(|s| chosen_ef(&s.curve, plan.target_recall));
     let ef: Vec<usize> = out.chosen_ef.into_iter().collect();
 
@@ -258,48 +263,63 @@ pub async fn run(target: &Target, plan: &Plan) -> anyhow::Result<EddyRuns> {
     Ok(out)
 }
 
-/// The HTTP (one client) and DoExchange sweeps, alternated: A B, then B A.
+/// The sweeps, alternated (A B C, then C B A): HTTP (one client) and
+/// DoExchange batches with the server's default codes, and HTTP with f32
+/// walks (`quantization: none`), the quantization variant.
 async fn sweeps(target: &Target, plan: &Plan) -> anyhow::Result<Vec<Sweep>> {
-    let apis = [Api::Http, Api::DoExchange];
-    let mut phases: Vec<Vec<Vec<PhaseResult>>> = vec![Vec::new(); apis.len()];
+    let variants = [
+        (Api::Http, None),
+        (Api::DoExchange, None),
+        (Api::Http, Some("none")),
+    ];
+    let mut phases: Vec<Vec<Vec<PhaseResult>>> = vec![Vec::new(); variants.len()];
     for round in 0..plan.rounds.max(1) {
         let order: Vec<usize> = if round % 2 == 0 {
-            (0..apis.len()).collect()
+            (0..variants.len()).collect()
         } else {
-            (0..apis.len()).rev().collect()
+            (0..variants.len()).rev().collect()
         };
         for i in order {
-            let mut a = args(target, plan, apis[i]);
+            let (api, quantization) = variants[i];
+            let mut a = args(target, plan, api);
             a.ef = plan.ef.clone();
             a.workers = 1;
+            a.quantization = quantization.map(str::to_owned);
             if round > 0 {
                 a.warmup = 0.0;
             }
-            tracing::info!(api = apis[i].name(), round = round + 1, "ef sweep");
+            tracing::info!(
+                api = api.name(),
+                ?quantization,
+                round = round + 1,
+                "ef sweep"
+            );
             let r = driver::drive(&a)
                 .await
-                .with_context(|| format!("{} sweep, round {}", apis[i].name(), round + 1))?;
+                .with_context(|| format!("{} sweep, round {}", api.name(), round + 1))?;
             phases[i].push(r.phases);
         }
     }
-    Ok(apis
+    Ok(variants
         .iter()
         .zip(phases)
-        .map(|(&api, rounds)| Sweep {
-            api,
-            curve: curve(
-                match api {
-                    Api::DoExchange => format!("eddy DoExchange ×{}", plan.batch),
-                    _ => "eddy HTTP".to_owned(),
-                },
-                if api == Api::DoExchange {
-                    plan.batch
-                } else {
-                    1
-                },
-                &rounds,
-            ),
-            phases: rounds.into_iter().flatten().collect(),
+        .map(|(&(api, quantization), rounds)| {
+            let batch = if api == Api::DoExchange {
+                plan.batch
+            } else {
+                1
+            };
+            let name = match (api, quantization) {
+                (Api::DoExchange, _) => format!("eddy DoExchange ×{}", plan.batch),
+                (_, Some(q)) => format!("eddy HTTP, quantization {q}"),
+                _ => "eddy HTTP".to_owned(),
+            };
+            Sweep {
+                api,
+                quantization: quantization.map(str::to_owned),
+                curve: curve(name, batch, &rounds),
+                phases: rounds.into_iter().flatten().collect(),
+            }
         })
         .collect())
 }
@@ -349,6 +369,7 @@ pub fn curve(name: String, batch: usize, rounds: &[Vec<PhaseResult>]) -> Curve {
 /// The `ef` of a phase mode `ef=N` (0 for `graph`/`exact`).
 fn ef_of(mode: &str) -> usize {
     mode.strip_prefix("ef=")
+        .and_then(|rest| rest.split_whitespace().next())
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
 }

@@ -62,8 +62,15 @@ async fn the_suite_runs_every_workload_and_writes_its_report() {
         .await
         .expect("the workloads run");
 
-    // Two sweeps (HTTP, DoExchange), alternated over two rounds, exact.
-    assert_eq!(runs.sweeps.len(), 2);
+    // Three sweeps (HTTP, DoExchange, HTTP with f32 walks), alternated over
+    // two rounds, exact.
+    assert_eq!(runs.sweeps.len(), 3);
+    assert_eq!(runs.sweeps[2].quantization.as_deref(), Some("none"));
+    assert_eq!(runs.sweeps[2].curve.name, "eddy HTTP, quantization none");
+    assert!(runs.sweeps[2]
+        .phases
+        .iter()
+        .all(|p| p.mode.ends_with("quantization=none") && p.errors == 0));
     for s in &runs.sweeps {
         assert_eq!(s.curve.rounds.len(), 2, "{}", s.curve.name);
         assert_eq!(s.phases.len(), 4, "{}", s.curve.name);
@@ -164,6 +171,6 @@ async fn the_suite_runs_every_workload_and_writes_its_report() {
         &std::fs::read_to_string(out.path().join("report.json")).expect("report.json"),
     )
     .expect("report.json parses");
-    assert_eq!(json["eddy"]["sweeps"].as_array().map(Vec::len), Some(2));
+    assert_eq!(json["eddy"]["sweeps"].as_array().map(Vec::len), Some(3));
     cluster.shutdown().await;
 }
