@@ -150,7 +150,11 @@ class EddyHttp:
         self.session = requests.Session()
         if self.a.api_key:
             self.session.headers["Authorization"] = f"Bearer {self.a.api_key}"
-        base = f"http://{self.a.eddy_http}/v1/collections/{self.a.collection}"
+        self.check_collection(f"http://{self.a.eddy_http}/v1/collections/{self.a.collection}")
+
+    def check_collection(self, base):
+        """Sets the search URL under `base`; fails unless eddy answers and the
+        collection holds exactly the dataset's base."""
         self.url = f"{base}/search"
         try:
             count = self._post(f"{base}/count", {})["count"]
@@ -159,6 +163,10 @@ class EddyHttp:
         if count != self.nbase:
             raise Unavailable(f"collection {self.a.collection!r} holds {count} points, "
                               f"the dataset's base {self.nbase}")
+
+    @staticmethod
+    def vector(q):
+        return q.tolist()
 
     def _post(self, url, body):
         r = self.session.post(url, json=body, timeout=TIMEOUT_S)
@@ -169,7 +177,7 @@ class EddyHttp:
     def requests(self, queries, ef):
         def one(q):
             def run():
-                hits = self._post(self.url, {"vector": q.tolist(), "k": K, "ef": ef})["result"]
+                hits = self._post(self.url, {"vector": self.vector(q), "k": K, "ef": ef})["result"]
                 return id_rows([[h["id"] for h in hits]], 1)
             return run
         return [one(q) for q in queries]
@@ -195,15 +203,7 @@ class EddyHttpLean(EddyHttp):
         self.headers = {"Content-Type": "application/json"}
         if self.a.api_key:
             self.headers["Authorization"] = f"Bearer {self.a.api_key}"
-        base = f"/v1/collections/{urllib.parse.quote(self.a.collection)}"
-        self.url = f"{base}/search"
-        try:
-            count = self._post(f"{base}/count", {})["count"]
-        except OSError as err:
-            raise Unavailable(f"eddy not reachable at {self.a.eddy_http}: {reason(err)}") from err
-        if count != self.nbase:
-            raise Unavailable(f"collection {self.a.collection!r} holds {count} points, "
-                              f"the dataset's base {self.nbase}")
+        self.check_collection(f"/v1/collections/{urllib.parse.quote(self.a.collection)}")
 
     def _post(self, url, body):
         self.conn.request("POST", url, self.orjson.dumps(body, option=self.orjson.OPT_SERIALIZE_NUMPY),
@@ -214,13 +214,9 @@ class EddyHttpLean(EddyHttp):
             raise RuntimeError(f"POST {url}: HTTP {r.status}: {data[:300]!r}")
         return self.orjson.loads(data)
 
-    def requests(self, queries, ef):
-        def one(q):
-            def run():
-                hits = self._post(self.url, {"vector": q, "k": K, "ef": ef})["result"]
-                return id_rows([[h["id"] for h in hits]], 1)
-            return run
-        return [one(q) for q in queries]
+    @staticmethod
+    def vector(q):
+        return q  # orjson writes numpy arrays itself
 
     def close(self):
         self.conn.close()

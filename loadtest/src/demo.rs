@@ -127,7 +127,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let mut services = Services::start(&cfg)?;
     let outcome = tokio::select! {
         r = pipeline(&args, &ds, &tansu, &mut services, &cfg.store) => r,
-        _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+        _ = services::shutdown_signal() => Err(anyhow::anyhow!("interrupted")),
     };
     if let Err(e) = outcome {
         eprintln!("{}", services.log_tails());
@@ -153,7 +153,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         println!("  store           {}", cfg.store.display());
         println!("  logs            {}", work.path().display());
         tokio::select! {
-            r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C")?,
+            r = services::shutdown_signal() => r?,
             e = services.watch() => {
                 eprintln!("{}", services.log_tails());
                 return Err(e);

@@ -53,6 +53,18 @@ pub struct Services {
     pub query_log: PathBuf,
 }
 
+/// Resolves on Ctrl-C (SIGINT) or SIGTERM, so `kill` stops the demo and the
+/// suite as cleanly as Ctrl-C does: the services and the broker are stopped
+/// and their temp dirs removed, instead of left running as orphans.
+pub async fn shutdown_signal() -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C"),
+        _ = term.recv() => Ok(()),
+    }
+}
+
 /// Starts a Tansu broker with one topic of `partitions` partitions.
 pub async fn start_broker(topic: &str, partitions: u32) -> anyhow::Result<Tansu> {
     let topic = topic.to_owned();

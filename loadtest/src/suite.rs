@@ -278,7 +278,10 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
     };
     let mut services = Services::start(&cfg)?;
     let broker_pid = tansu.pid();
-    let measured = measure_served(&args, &ds, &cfg, &mut services, broker_pid, &peer_run).await;
+    let measured = tokio::select! {
+        m = measure_served(&args, &ds, &cfg, &mut services, broker_pid, &peer_run) => m,
+        r = services::shutdown_signal() => r.and(Err(anyhow::anyhow!("interrupted"))),
+    };
     let peak_rss = services.peak_rss();
     services.stop();
     let (ingest, eddy, cold_start, mut peer_results) = match measured {
