@@ -296,9 +296,36 @@ pub async fn wait_indexed(
         if started.elapsed() >= timeout {
             bail!("{pending} segments still unindexed after {timeout:?}");
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(INDEX_POLL).await;
     }
 }
+
+/// Waits, after [`wait_indexed`], until the collection is served as one
+/// indexed segment: eddy-ingest merges an idle collection's segments into
+/// one (`--merge-idle-ms`, 30 s by default), and a benchmark that starts
+/// before that merge measures it too (two cores building a graph) and then
+/// a different collection. Returns the state at `timeout` if it never gets
+/// there (e.g. segments above `--merge-max-rows`), so the caller can say so.
+pub async fn wait_converged(
+    client: &QueryClient,
+    store: &Path,
+    collection: &str,
+    timeout: Duration,
+) -> anyhow::Result<Indexing> {
+    let started = Instant::now();
+    loop {
+        let left = timeout.saturating_sub(started.elapsed());
+        let mut indexing = wait_indexed(client, store, collection, left.max(INDEX_POLL)).await?;
+        if indexing.segments <= 1 || started.elapsed() >= timeout {
+            indexing.waited = started.elapsed();
+            return Ok(indexing);
+        }
+        tokio::time::sleep(INDEX_POLL).await;
+    }
+}
+
+/// How often the waits above look again.
+const INDEX_POLL: Duration = Duration::from_millis(100);
 
 fn binary(dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
     let path = dir.join(name);

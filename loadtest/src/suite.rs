@@ -37,7 +37,7 @@ use crate::encode::Format;
 use crate::http::{QueryClient, SearchRequest};
 use crate::options::SearchOptions;
 use crate::produce::{self, ProduceArgs, ProduceReport};
-use crate::services::{self, wait_count, wait_indexed, ServiceConfig, Services};
+use crate::services::{self, wait_converged, wait_count, wait_indexed, ServiceConfig, Services};
 
 /// The suite's collection and topic.
 const COLLECTION: &str = "suite";
@@ -47,6 +47,9 @@ const READY_TIMEOUT: Duration = Duration::from_secs(300);
 const COUNT_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long the suite waits for the graphs.
 const INDEX_TIMEOUT: Duration = Duration::from_secs(1800);
+/// How long the suite waits, once indexed, for the idle merge to leave one
+/// segment (eddy-ingest's default idle time is 30 s).
+const CONVERGE_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// Which peers run beside eddy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -158,6 +161,11 @@ pub struct Ingest {
     pub indexed_after_s: f64,
     /// Segments served once indexed.
     pub segments: usize,
+    /// From then until the idle merge left one indexed segment (or
+    /// [`CONVERGE_TIMEOUT`] passed), seconds; the workloads start after it.
+    pub converged_after_s: f64,
+    /// Segments served when the workloads start.
+    pub converged_segments: usize,
     /// Bytes of the store directory over points.
     pub disk_bytes_per_vector: f64,
 }
@@ -395,8 +403,14 @@ async fn measure_served(
         let mut peer_results = PeerResults::default();
         if args.peers.contains(&PeerSet::Served) {
             // The mixed phases left a tail and new segments: the peers
-            // meet eddy sealed and indexed again, as the sweeps did.
+            // meet eddy sealed, merged and indexed again, as the sweeps did.
             wait_indexed(&client, &cfg.store, COLLECTION, INDEX_TIMEOUT).await?;
+            let settled = wait_converged(&client, &cfg.store, COLLECTION, CONVERGE_TIMEOUT).await?;
+            tracing::info!(
+                segments = settled.segments,
+                waited_s = settled.waited.as_secs_f64(),
+                "converged"
+            );
             tracing::info!("served peers");
             let (run, http, flight, batch) = (
                 peer_run.clone(),
@@ -437,12 +451,15 @@ async fn ingest(
     wait_count(client, ds.len() as u64, COUNT_TIMEOUT).await?;
     let all_searchable_s = started.elapsed().as_secs_f64();
     let indexing = wait_indexed(client, store, COLLECTION, INDEX_TIMEOUT).await?;
+    let converged = wait_converged(client, store, COLLECTION, CONVERGE_TIMEOUT).await?;
     Ok(Ingest {
         produce: produced,
         all_searchable_s,
         searchable_per_s: ds.len() as f64 / all_searchable_s.max(1e-9),
         indexed_after_s: indexing.waited.as_secs_f64(),
         segments: indexing.segments,
+        converged_after_s: converged.waited.as_secs_f64(),
+        converged_segments: converged.segments,
         disk_bytes_per_vector: dir_bytes(store) as f64 / ds.len().max(1) as f64,
     })
 }

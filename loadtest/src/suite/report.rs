@@ -193,6 +193,15 @@ fn ingest(r: &SuiteReport) -> Section {
         format!("{:.1} s ({} segments)", i.indexed_after_s, i.segments),
     ]);
     t.row(vec![
+        "then merged while idle, the workloads start, after".into(),
+        format!(
+            "{:.1} s ({} segment{}; eddy-ingest merges an idle collection after 30 s)",
+            i.converged_after_s,
+            i.converged_segments,
+            if i.converged_segments == 1 { "" } else { "s" }
+        ),
+    ]);
+    t.row(vec![
         "bytes on disk per vector".into(),
         format!("{:.0} (raw f32: {})", i.disk_bytes_per_vector, r.dim * 4),
     ]);
