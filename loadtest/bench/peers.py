@@ -207,11 +207,16 @@ def run_peer(engine, base, queries, gt, gts, a):
 def run_eddy(a, huge_pages=True):
     """eddy-bench as the service serves: data in transparent huge pages
     (`--segment-residency huge-pages`); huge_pages=False maps 4 KiB pages like
-    the peers' allocations (engine name `eddy4k`)."""
+    the peers' allocations (engine name `eddy4k`). With --eddy-two-threads each
+    mode is also searched by two threads at once (engine `eddy-<mode>-2t`, its
+    `qps1` the two threads' total): the figure the service's batches are
+    measured against."""
     cmd = [a.eddy_bin, "--dataset", a.dataset, "--json", "--m", str(a.m), "--efc", str(a.efc),
            "--threads", str(a.threads), "--ef", ",".join(map(str, a.ef)), "--modes", a.eddy_modes,
-           "--min-secs", str(a.min_secs), "--no-mt", "--huge-pages", "true" if huge_pages else "false",
+           "--min-secs", str(a.min_secs), "--huge-pages", "true" if huge_pages else "false",
            "--space", "dot" if a.space == "ip" else "l2"]
+    if not a.eddy_two_threads:
+        cmd += ["--no-mt"]
     if a.queries:
         cmd += ["--queries", str(a.queries)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -225,6 +230,13 @@ def run_eddy(a, huge_pages=True):
                        for p in rep["points"] if p["mode"] == mode],
             "unreachable": rep["unreachable"],
         }
+        if a.eddy_two_threads:
+            res[f"{prefix}-{mode}-2t"] = {
+                "build_secs": rep["build_secs"],
+                "points": [{"ef": p["ef"], "recall10": p["recall10"], "qps1": p["qps2"]}
+                           for p in rep["points"] if p["mode"] == mode and p.get("qps2")],
+                "unreachable": rep["unreachable"],
+            }
     return res
 
 
@@ -268,6 +280,8 @@ def main():
                     help="eddy (huge pages, as served), eddy4k (4 KiB pages), hnswlib, faiss, usearch, "
                          "qdrant-edge (qdrant-edge-py: Qdrant's engine in-process)")
     ap.add_argument("--eddy-modes", default="f32,sq8")
+    ap.add_argument("--eddy-two-threads", action="store_true",
+                    help="also measure eddy's modes with two search threads (engines eddy-<mode>-2t)")
     ap.add_argument("--space", default="ip", choices=["ip", "l2"])
     ap.add_argument("--queries", type=int, default=None)
     ap.add_argument("--min-secs", type=float, default=0.5)
@@ -344,7 +358,8 @@ def main():
             cells.append(f"{q:.0f}" if q else why)
         print(f"| {n} | " + " | ".join(cells) + " |")
 
-    eddys = [n for n in names if n.startswith("eddy")]
+    # Two-thread curves are compared only with eddy's own one-thread ones.
+    eddys = [n for n in names if n.startswith("eddy") and not n.endswith("-2t")]
     others = [n for n in names if not n.startswith("eddy")]
     print("\n## eddy throughput ratio at matched recall@10 (mean; per-round min-max in brackets)")
     print("| eddy mode | peer | " + " | ".join(f"@{t}" for t in targets) + " | build ratio (eddy/peer, lower is better) |")
@@ -371,7 +386,8 @@ def main():
             print(f"| {e} | {p} | " + " | ".join(cells) + f" | {br:.2f} |")
     pairs = [(f"{x}-sq8", f"{x}-f32") for x in ("eddy", "eddy4k")]
     pairs += [(f"eddy-{m}", f"eddy4k-{m}") for m in ("f32", "sq8")]
-    pairs = [(x, y) for x, y in pairs if x in eddys and y in eddys]
+    pairs += [(f"eddy-{m}-2t", f"eddy-{m}") for m in ("f32", "sq8")]
+    pairs = [(x, y) for x, y in pairs if x in names and y in names]
     if pairs:
         print("\n## eddy against itself at matched recall@10 (mean; per-round min-max in brackets)")
         print("| numerator | denominator | " + " | ".join(f"@{t}" for t in targets) + " |")

@@ -17,14 +17,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
-use rdkafka::config::ClientConfig;
-use rdkafka::producer::FutureProducer;
 use tokio::time::Instant;
 
 use crate::broker::Tansu;
 use crate::dataset::{Dataset, SAMPLE_DIR};
 use crate::flight::FlightSearch;
 use crate::http::QueryClient;
+use crate::kafka;
 use crate::services::{self, wait_count, wait_indexed, ServiceConfig, Services};
 use produce::ProduceOptions;
 use queries::Mode;
@@ -179,11 +178,10 @@ async fn pipeline(
     tracing::info!("services ready");
 
     let work = async {
-        let producer: FutureProducer = ClientConfig::new()
-            .set("bootstrap.servers", tansu.bootstrap())
-            .set("linger.ms", "2")
-            .set("message.timeout.ms", "30000")
-            .create()
+        // librdkafka's 5-minute delivery timeout: a flat-out run
+        // (`--rate 0`) of the full dataset queues tens of thousands of
+        // records behind Tansu, which stores each as a SQLite row.
+        let producer = kafka::producer(&tansu.bootstrap(), &[("linger.ms".into(), "2".into())])
             .context("creating the Kafka producer")?;
         let opts = ProduceOptions {
             topic: COLLECTION.to_owned(),

@@ -130,6 +130,15 @@ pub struct QueryArgs {
         default_value_t = 100
     )]
     pub exchange_batch: usize,
+    /// Input batches of `--exchange-batch` queries per `DoExchange`: more
+    /// than one streams them through one exchange, as an analytics job
+    /// does (the server searches the next while it answers the last).
+    #[arg(
+        long,
+        env = "EDDY_LOADTEST_QUERY_EXCHANGE_BATCHES",
+        default_value_t = 1
+    )]
+    pub exchange_batches: usize,
     /// Per-request timeout, seconds.
     #[arg(long, env = "EDDY_LOADTEST_QUERY_TIMEOUT", default_value_t = 30.0)]
     pub timeout: f64,
@@ -288,6 +297,7 @@ async fn run_phases(
                 flight: f.clone(),
                 collection: args.collection.clone(),
                 batch: args.exchange_batch.max(1),
+                batches: args.exchange_batches.max(1),
             },
             (_, None) => bail!("no Flight connection for {}", api.name()),
         };

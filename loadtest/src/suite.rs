@@ -114,6 +114,10 @@ pub struct SuiteArgs {
     /// Queries per DoExchange (and per Milvus batch).
     #[arg(long, env = "EDDY_SUITE_BATCH", default_value_t = 100)]
     pub batch: usize,
+    /// Input batches of `--batch` queries streamed through one DoExchange
+    /// in the streamed sweep (an analytics job's shape; 1 = no such sweep).
+    #[arg(long, env = "EDDY_SUITE_EXCHANGE_BATCHES", default_value_t = 10)]
+    pub exchange_batches: usize,
     /// Format the base is published in: Arrow batches of 1,000 points by
     /// default (Tansu falls behind one record per point on a full dataset).
     #[arg(
@@ -398,6 +402,7 @@ async fn measure_served(
             write_rates: args.write_rates.clone(),
             write_batch: args.write_batch,
             batch: args.batch,
+            exchange_batches: args.exchange_batches,
             target_recall: args.target_recall,
         };
         let eddy = workloads::run(&target, &plan).await?;

@@ -83,6 +83,7 @@ pub fn searchers(
                 flight: flight.clone(),
                 collection: collection.to_owned(),
                 batch: queries.max(1),
+                batches: 1,
             },
         ),
     ]

@@ -53,14 +53,17 @@ pub enum Searcher {
         /// The collection.
         collection: String,
     },
-    /// Flight `DoExchange` with `batch` queries per exchange.
+    /// Flight `DoExchange`: `batches` input batches of `batch` queries per
+    /// exchange (an analytics job streams its batches through one).
     DoExchange {
         /// The Flight connection.
         flight: FlightSearch,
         /// The collection.
         collection: String,
-        /// Queries per exchange.
+        /// Queries per input batch.
         batch: usize,
+        /// Input batches per exchange.
+        batches: usize,
     },
 }
 
@@ -77,7 +80,7 @@ impl Searcher {
     /// Queries each request carries.
     pub fn batch(&self) -> usize {
         match self {
-            Searcher::DoExchange { batch, .. } => (*batch).max(1),
+            Searcher::DoExchange { batch, batches, .. } => batch.max(&1) * batches.max(&1),
             _ => 1,
         }
     }
@@ -114,6 +117,7 @@ impl Searcher {
                 flight,
                 collection,
                 batch,
+                ..
             } => {
                 let flat: Vec<f32> = queries
                     .iter()

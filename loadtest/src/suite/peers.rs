@@ -111,6 +111,9 @@ pub fn in_process(run: &PeerRun, eddy_bench: &Path) -> PeerResults {
         .arg(eddy_bench)
         .arg("--engines")
         .arg(engines.join(","))
+        // eddy's modes on two threads too: what DoExchange batches are
+        // measured against.
+        .arg("--eddy-two-threads")
         .arg("--rounds")
         .arg(run.rounds.to_string())
         .arg("--ef")

@@ -62,10 +62,21 @@ fn summary(r: &SuiteReport, curves: &[Curve]) -> Section {
         ),
         ("eddy HTTP", "eddy HTTP, quantization none"),
         ("eddy HTTP", "eddy-sq8 (in process)"),
-        ("eddy DoExchange ×100", "eddy-sq8 (in process)"),
+        ("eddy-sq8-2t (in process)", "eddy-sq8 (in process)"),
     ];
     for (x, y) in pairs {
         ratio_row(&mut t, curves, x, y);
+    }
+    // eddy's own DoExchange sweeps (one batch per exchange, and streamed)
+    // against the engine in process on one and on two threads: the served
+    // batch path's overhead.
+    let exchanges = curves
+        .iter()
+        .filter(|c| c.name.starts_with("eddy DoExchange") && !c.name.ends_with(')'));
+    for c in exchanges {
+        for engine in ["eddy-sq8 (in process)", "eddy-sq8-2t (in process)"] {
+            ratio_row(&mut t, curves, &c.name, engine);
+        }
     }
     for mode in ["eddy-f32 (in process)", "eddy-sq8 (in process)"] {
         for peer in ["hnswlib", "faiss", "usearch", "qdrant-edge"] {

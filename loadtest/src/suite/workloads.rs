@@ -56,8 +56,11 @@ pub struct Plan {
     /// Points per writer record in the mixed phases (1: one protobuf event
     /// per point; more: Arrow batches).
     pub write_batch: usize,
-    /// Queries per DoExchange.
+    /// Queries per DoExchange input batch.
     pub batch: usize,
+    /// Input batches per exchange in the streamed DoExchange sweep (1 =
+    /// no such sweep).
+    pub exchange_batches: usize,
     /// The recall@10 the load phases run at (the smallest swept `ef`
     /// reaching it over HTTP).
     pub target_recall: f64,
@@ -263,15 +266,59 @@ pub async fn run(target: &Target, plan: &Plan) -> anyhow::Result<EddyRuns> {
     Ok(out)
 }
 
-/// The sweeps, alternated (A B C, then C B A): HTTP (one client) and
-/// DoExchange batches with the server's default codes, and HTTP with f32
-/// walks (`quantization: none`), the quantization variant.
+/// One swept variant: the API, the codes asked for (`None`: the server's
+/// default) and the DoExchange input batches per exchange.
+#[derive(Debug, Clone, Copy)]
+struct Variant {
+    api: Api,
+    quantization: Option<&'static str>,
+    exchange_batches: usize,
+}
+
+impl Variant {
+    /// The curve's name in the report.
+    fn name(&self, batch: usize) -> String {
+        match (self.api, self.quantization) {
+            (Api::DoExchange, _) if self.exchange_batches > 1 => {
+                format!(
+                    "eddy DoExchange ×{batch}, {} per exchange",
+                    self.exchange_batches
+                )
+            }
+            (Api::DoExchange, _) => format!("eddy DoExchange ×{batch}"),
+            (_, Some(q)) => format!("eddy HTTP, quantization {q}"),
+            _ => "eddy HTTP".to_owned(),
+        }
+    }
+
+    /// Queries per request.
+    fn queries(&self, batch: usize) -> usize {
+        match self.api {
+            Api::DoExchange => batch * self.exchange_batches.max(1),
+            _ => 1,
+        }
+    }
+}
+
+/// The sweeps, alternated (A B C D, then D C B A): HTTP (one client),
+/// DoExchange batches one per exchange and streamed through one exchange,
+/// with the server's default codes, and HTTP with f32 walks
+/// (`quantization: none`), the quantization variant.
 async fn sweeps(target: &Target, plan: &Plan) -> anyhow::Result<Vec<Sweep>> {
-    let variants = [
-        (Api::Http, None),
-        (Api::DoExchange, None),
-        (Api::Http, Some("none")),
-    ];
+    let plain = |api, quantization| Variant {
+        api,
+        quantization,
+        exchange_batches: 1,
+    };
+    let mut variants = vec![plain(Api::Http, None), plain(Api::DoExchange, None)];
+    if plan.exchange_batches > 1 {
+        variants.push(Variant {
+            api: Api::DoExchange,
+            quantization: None,
+            exchange_batches: plan.exchange_batches,
+        });
+    }
+    variants.push(plain(Api::Http, Some("none")));
     let mut phases: Vec<Vec<Vec<PhaseResult>>> = vec![Vec::new(); variants.len()];
     for round in 0..plan.rounds.max(1) {
         let order: Vec<usize> = if round % 2 == 0 {
@@ -280,46 +327,31 @@ async fn sweeps(target: &Target, plan: &Plan) -> anyhow::Result<Vec<Sweep>> {
             (0..variants.len()).rev().collect()
         };
         for i in order {
-            let (api, quantization) = variants[i];
-            let mut a = args(target, plan, api);
+            let v = variants[i];
+            let mut a = args(target, plan, v.api);
             a.ef = plan.ef.clone();
             a.workers = 1;
-            a.quantization = quantization.map(str::to_owned);
+            a.quantization = v.quantization.map(str::to_owned);
+            a.exchange_batches = v.exchange_batches;
             if round > 0 {
                 a.warmup = 0.0;
             }
-            tracing::info!(
-                api = api.name(),
-                ?quantization,
-                round = round + 1,
-                "ef sweep"
-            );
+            let name = v.name(plan.batch);
+            tracing::info!(sweep = name, round = round + 1, "ef sweep");
             let r = driver::drive(&a)
                 .await
-                .with_context(|| format!("{} sweep, round {}", api.name(), round + 1))?;
+                .with_context(|| format!("{name} sweep, round {}", round + 1))?;
             phases[i].push(r.phases);
         }
     }
     Ok(variants
         .iter()
         .zip(phases)
-        .map(|(&(api, quantization), rounds)| {
-            let batch = if api == Api::DoExchange {
-                plan.batch
-            } else {
-                1
-            };
-            let name = match (api, quantization) {
-                (Api::DoExchange, _) => format!("eddy DoExchange ×{}", plan.batch),
-                (_, Some(q)) => format!("eddy HTTP, quantization {q}"),
-                _ => "eddy HTTP".to_owned(),
-            };
-            Sweep {
-                api,
-                quantization: quantization.map(str::to_owned),
-                curve: curve(name, batch, &rounds),
-                phases: rounds.into_iter().flatten().collect(),
-            }
+        .map(|(v, rounds)| Sweep {
+            api: v.api,
+            quantization: v.quantization.map(str::to_owned),
+            curve: curve(v.name(plan.batch), v.queries(plan.batch), &rounds),
+            phases: rounds.into_iter().flatten().collect(),
         })
         .collect())
 }

@@ -56,18 +56,25 @@ async fn the_suite_runs_every_workload_and_writes_its_report() {
         // The writer publishes Arrow batches, the probes protobuf events.
         write_batch: 10,
         batch: 10,
+        exchange_batches: 3,
         target_recall: 0.95,
     };
     let runs = suite::run_workloads(&target, &plan)
         .await
         .expect("the workloads run");
 
-    // Three sweeps (HTTP, DoExchange, HTTP with f32 walks), alternated over
-    // two rounds, exact.
-    assert_eq!(runs.sweeps.len(), 3);
-    assert_eq!(runs.sweeps[2].quantization.as_deref(), Some("none"));
-    assert_eq!(runs.sweeps[2].curve.name, "eddy HTTP, quantization none");
-    assert!(runs.sweeps[2]
+    // Four sweeps (HTTP, DoExchange one batch per exchange and three
+    // streamed through one, HTTP with f32 walks), alternated over two
+    // rounds, exact.
+    assert_eq!(runs.sweeps.len(), 4);
+    assert_eq!(
+        runs.sweeps[2].curve.name,
+        "eddy DoExchange ×10, 3 per exchange"
+    );
+    assert_eq!(runs.sweeps[2].curve.batch, 30);
+    assert_eq!(runs.sweeps[3].quantization.as_deref(), Some("none"));
+    assert_eq!(runs.sweeps[3].curve.name, "eddy HTTP, quantization none");
+    assert!(runs.sweeps[3]
         .phases
         .iter()
         .all(|p| p.mode.ends_with("quantization=none") && p.errors == 0));
@@ -171,6 +178,6 @@ async fn the_suite_runs_every_workload_and_writes_its_report() {
         &std::fs::read_to_string(out.path().join("report.json")).expect("report.json"),
     )
     .expect("report.json parses");
-    assert_eq!(json["eddy"]["sweeps"].as_array().map(Vec::len), Some(3));
+    assert_eq!(json["eddy"]["sweeps"].as_array().map(Vec::len), Some(4));
     cluster.shutdown().await;
 }

@@ -59,7 +59,12 @@ const INGEST_CONSUMER_DEFAULTS: [(&str, &str); 4] = [
 ];
 
 /// Fetch settings of the query tail: a fetch returns after at most 10 ms,
-/// so a produced event is searchable soon after the broker has it.
+/// so a produced event is searchable soon after the broker has it. Kafka
+/// answers a fetch as soon as data arrives, whatever the wait; Tansu (the
+/// test broker) only when the wait ends, so there the wait is the
+/// freshness floor. Measured on Tansu (debian-minilm, 2 cores), broker →
+/// searchable p50: 17–18 ms at 10 ms, 116–170 ms at 100 ms, 14–15 ms at
+/// 2 ms — which doubles the broker's CPU, as each fetch costs Tansu ~4 ms.
 const TAIL_FETCH: [(&str, &str); 2] = [
     ("fetch.wait.max.ms", "10"),
     ("fetch.error.backoff.ms", "50"),

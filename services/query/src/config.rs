@@ -123,6 +123,12 @@ pub struct QueryConfig {
     #[arg(long, env = "EDDY_RECALL_SAMPLE_RATE", default_value_t = 0.01)]
     pub recall_sample_rate: f64,
 
+    /// Share of one core (0..=1) the recall estimate's searches may take:
+    /// after each sample it rests long enough to stay within it, and
+    /// queries arriving meanwhile are not sampled. 1 = no rest.
+    #[arg(long, env = "EDDY_RECALL_CPU_SHARE", default_value_t = 0.02)]
+    pub recall_cpu_share: f64,
+
     /// API keys that may read (search, points, count, listings, metrics),
     /// comma-separated. With no key configured at all the service is open,
     /// which it allows only on loopback listeners (or with
@@ -251,6 +257,7 @@ impl QueryConfig {
             exchange_idle: Duration::from_millis(self.exchange_idle_ms.max(1)),
             snapshot_ttl: Duration::from_secs(self.snapshot_ttl_secs.max(1)),
             recall_sample_rate: self.recall_sample_rate,
+            recall_cpu_share: self.recall_cpu_share,
             policy: self.collection_policy(),
             shards: self.shards.clone(),
             peers: self.peer_options().map_err(|e| {

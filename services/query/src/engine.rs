@@ -61,6 +61,8 @@ pub struct EngineOptions {
     pub snapshot_ttl: Duration,
     /// Share of live queries the recall estimate searches again (0 = off).
     pub recall_sample_rate: f64,
+    /// Share of one core the recall estimate's searches may take.
+    pub recall_cpu_share: f64,
     /// Which collections the APIs may create.
     pub policy: CollectionPolicy,
     /// Shards of each split collection served here (`--shards`); `None` =
@@ -114,6 +116,7 @@ impl Engine {
         );
         let recall = RecallEstimator::start(
             opts.recall_sample_rate,
+            opts.recall_cpu_share,
             metrics.clone(),
             metrics.queued_queries.with_label_values::<&str>(&[]),
         );

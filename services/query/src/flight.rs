@@ -41,6 +41,11 @@ use exchange::{idle_status, Exchange, FlightRecordBatchStreamAdapter};
 
 pub use batches::result_schema;
 
+/// Input batches of one DoExchange searched at once: the next is searched
+/// while the previous answer is encoded and sent (answers keep their
+/// order). Admission still bounds the queries in flight.
+const EXCHANGE_PIPELINE: usize = 2;
+
 type FlightStream<T> = Pin<Box<dyn futures::Stream<Item = Result<T, Status>> + Send + 'static>>;
 
 /// The Flight service over an engine.
@@ -418,18 +423,22 @@ impl FlightService for EddyFlight {
             schema,
             out,
         });
+        // Query numbers continue across the input batches.
+        let mut next_index = 0u32;
         let results: BoxStream<'static, Result<Answer, FlightError>> = batches
-            .scan(0u32, move |next_index, batch| {
-                // Query numbers continue across the input batches.
-                let base = *next_index;
-                *next_index += batch.as_ref().map_or(0, |b| b.num_rows() as u32);
+            .map(move |batch| {
+                let base = next_index;
+                next_index += batch.as_ref().map_or(0, |b| b.num_rows() as u32);
                 let exchange = exchange.clone();
                 let _open = &slot;
                 async move {
                     let answer = exchange.answer(batch, base).await;
-                    Some(answer.map_err(|e| FlightError::Tonic(Box::new(Status::from(e)))))
+                    answer.map_err(|e| FlightError::Tonic(Box::new(Status::from(e))))
                 }
             })
+            // The next batch is searched while this one's answer is encoded
+            // and sent, so the search threads do not idle between batches.
+            .buffered(EXCHANGE_PIPELINE)
             .boxed();
         self.observe("flight_exchange_open", &label, started, "ok");
         let encoded = answers::encode(up_front, results).map_err(Status::from);

@@ -287,8 +287,8 @@ async fn exchange_status(
 }
 
 /// DoExchange carries every input column but `vector` beside each result
-/// row, across batches; an input column named like a result column is
-/// INVALID_ARGUMENT.
+/// row, across batches (searched two at a time, answered in input order);
+/// an input column named like a result column is INVALID_ARGUMENT.
 pub async fn exchange_carries_input_columns(
     cluster: &Cluster,
     collection: &str,
@@ -299,10 +299,20 @@ pub async fn exchange_carries_input_columns(
     let out = exchange(
         &mut c,
         json!({"collection": collection, "k": 4}),
-        vec![keyed_batch(&queries[..5], 0), keyed_batch(&queries[5..], 5)],
+        vec![
+            keyed_batch(&queries[..5], 0),
+            keyed_batch(&queries[5..6], 5),
+            keyed_batch(&queries[6..10], 6),
+            keyed_batch(&queries[10..], 10),
+        ],
     )
     .await;
     check(&rows(&out), &queries, points, 4);
+    let order: Vec<u32> = rows(&out).iter().map(|r| r.0).collect();
+    assert!(
+        order.windows(2).all(|w| w[0] <= w[1]),
+        "answers in input order: {order:?}"
+    );
     let mut seen = 0;
     for b in &out {
         let names: Vec<&str> = b

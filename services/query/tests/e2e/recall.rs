@@ -27,11 +27,18 @@ fn random_vector(rng: &mut StdRng) -> Vec<f32> {
     (0..DIM).map(|_| rng.random::<f32>() * 2.0 - 1.0).collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_estimate_is_within_two_points_of_ground_truth() {
-    let mut rng = StdRng::seed_from_u64(42);
-    let dir = tempfile::tempdir().expect("tmp");
-    let store = Store::open(dir.path()).expect("store");
+/// An engine over one indexed segment of `POINTS` random rows, every live
+/// query sampled, the estimator's CPU share `cpu_share`.
+async fn engine_over_random_rows(
+    rng: &mut StdRng,
+    dir: &std::path::Path,
+    cpu_share: &str,
+) -> (
+    Arc<eddy_query::Engine>,
+    Arc<eddy_query::collection::Collection>,
+    Vec<(u64, Vec<f32>)>,
+) {
+    let store = Store::open(dir).expect("store");
     let def = CollectionDef {
         name: "r".into(),
         topic: "r".into(),
@@ -42,9 +49,7 @@ async fn the_estimate_is_within_two_points_of_ground_truth() {
         shards: 1,
     };
     store.create_collection(&def).expect("collection");
-    let rows: Vec<(u64, Vec<f32>)> = (0..POINTS)
-        .map(|id| (id, random_vector(&mut rng)))
-        .collect();
+    let rows: Vec<(u64, Vec<f32>)> = (0..POINTS).map(|id| (id, random_vector(rng))).collect();
     seal_rows(&store, &def, DIM, &rows, true);
 
     let registry = prometheus::Registry::new();
@@ -57,6 +62,8 @@ async fn the_estimate_is_within_two_points_of_ground_truth() {
         "20",
         "--recall-sample-rate",
         "1",
+        "--recall-cpu-share",
+        cpu_share,
     ]);
     let engine = eddy_query::Engine::new(store, metrics, config.engine_options().expect("options"))
         .expect("engine");
@@ -67,6 +74,15 @@ async fn the_estimate_is_within_two_points_of_ground_truth() {
         assert!(Instant::now() < deadline, "snapshot not installed");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    (engine, collection, rows)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_estimate_is_within_two_points_of_ground_truth() {
+    let mut rng = StdRng::seed_from_u64(42);
+    let dir = tempfile::tempdir().expect("tmp");
+    // No CPU bound: every query is sampled.
+    let (engine, collection, rows) = engine_over_random_rows(&mut rng, dir.path(), "1").await;
 
     let mut request = SearchRequest::default();
     request.params.k = K;
@@ -127,5 +143,42 @@ async fn the_estimate_is_within_two_points_of_ground_truth() {
         .with_label_values(&["r"])
         .get();
     assert!((gauge - estimate.value).abs() < 1e-9);
+    engine.stop();
+}
+
+/// Under its default CPU share the estimator rests after each sample and
+/// samples no query offered meanwhile: a burst of queries, each one offered
+/// for sampling, yields far fewer samples than queries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_estimate_keeps_to_its_cpu_share() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let dir = tempfile::tempdir().expect("tmp");
+    // 0.1 %: after a sample of ~0.1 ms the thread rests ~0.1 s.
+    let (engine, collection, _rows) = engine_over_random_rows(&mut rng, dir.path(), "0.001").await;
+    let mut request = SearchRequest::default();
+    request.params.k = K;
+    let search = Arc::new(PreparedSearch::new(&collection.def(), request).expect("search"));
+    for _ in 0..QUERIES {
+        let queries = QueryBatch::new(
+            &collection.def(),
+            Vectors::Rows(vec![random_vector(&mut rng)]),
+        )
+        .expect("q");
+        engine
+            .search(&collection, &search, queries)
+            .await
+            .expect("searched");
+    }
+    // The first offered query is sampled as soon as the search pool is idle.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while engine.recall.estimate("r").is_none() {
+        assert!(Instant::now() < deadline, "no sample was taken");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let samples = engine.recall.estimate("r").map_or(0, |e| e.samples);
+    assert!(
+        samples <= QUERIES / 4,
+        "{samples} of {QUERIES} queries sampled under a 0.1 % CPU share"
+    );
     engine.stop();
 }
