@@ -4,7 +4,9 @@ Flight DoExchange) against Milvus (embedded server, pymilvus), at matched recall
 
 Series (`--engines`, default all four):
 
-- `eddy-http`: `POST /v1/collections/{c}/search` with `{"vector", "k": 10, "ef"}`,
+- `eddy-http`: `POST /v1/collections/{c}/search` with `{"vector", "k": 10, "ef",
+  "oversampling": 1}` (every eddy series asks oversampling 1: the beam is
+  max(ef, k), as Milvus's),
   one query per request over one keep-alive `requests.Session`, bodies by
   `requests`' own `json=` (the common way; its client side costs ~0.6 ms a
   request here, more than eddy's search).
@@ -13,7 +15,7 @@ Series (`--engines`, default all four):
   decoded with `orjson` (numpy arrays natively): a client whose own cost is
   ~0.05 ms, so the series shows the server.
 - `eddy-exchange`: pyarrow.flight `do_exchange`, command `{"collection", "k": 10,
-  "ef"}`, one input batch of `--batch` queries (`vector: FixedSizeList<Float32,
+  "ef", "oversampling": 1}`, one input batch of `--batch` queries (`vector: FixedSizeList<Float32,
   dim>`) per exchange, one exchange at a time.
 - `milvus`: Milvus 2.3.5 (the `milvus` pip package's embedded server) with
   pymilvus: `search(data=[q], limit=10, param={"ef": ef})`, one query per call.
@@ -68,6 +70,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from peers import first, fvecs, ivecs, qps_at, recall10  # noqa: E402
 
 K = 10
+# eddy's quantized walks keep k x oversampling candidates (the server's
+# default 4 floors the beam at 40); 1 makes the beam max(ef, k), as Milvus's
+# (it refuses ef < limit) and the in-process engines'.
+OVERSAMPLING = 1
 M, EF_CONSTRUCTION = 16, 100
 ENGINES = ["eddy-http", "eddy-http-lean", "milvus", "eddy-exchange", "milvus-batch"]
 TARGETS = (0.90, 0.95, 0.99)
@@ -177,7 +183,8 @@ class EddyHttp:
     def requests(self, queries, ef):
         def one(q):
             def run():
-                hits = self._post(self.url, {"vector": self.vector(q), "k": K, "ef": ef})["result"]
+                hits = self._post(self.url, {"vector": self.vector(q), "k": K, "ef": ef,
+                                       "oversampling": OVERSAMPLING})["result"]
                 return id_rows([[h["id"] for h in hits]], 1)
             return run
         return [one(q) for q in queries]
@@ -250,7 +257,8 @@ class EddyExchange:
                               f"(Flight), the dataset's base {self.nbase}")
 
     def requests(self, queries, ef):
-        cmd = json.dumps({"collection": self.a.collection, "k": K, "ef": ef}).encode()
+        cmd = json.dumps({"collection": self.a.collection, "k": K, "ef": ef,
+                          "oversampling": OVERSAMPLING}).encode()
         descriptor = self.flight.FlightDescriptor.for_command(cmd)
 
         def one(chunk):

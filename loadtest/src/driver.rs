@@ -91,6 +91,10 @@ pub struct QueryArgs {
     /// the server's).
     #[arg(long, env = "EDDY_LOADTEST_QUERY_QUANTIZATION")]
     pub quantization: Option<String>,
+    /// Oversampling of quantized walks: the beam is `max(ef, k × this)`
+    /// (default: the server's, 4; 1 makes the beam `max(ef, k)`).
+    #[arg(long, env = "EDDY_LOADTEST_QUERY_OVERSAMPLING")]
+    pub oversampling: Option<f32>,
     /// Exact search (every row scanned) instead of the graphs.
     #[arg(long, env = "EDDY_LOADTEST_QUERY_EXACT")]
     pub exact: bool,
@@ -196,6 +200,7 @@ impl QueryArgs {
         }
         let graph = SearchOptions {
             quantization: self.quantization.clone(),
+            oversampling: self.oversampling,
             ..SearchOptions::new(self.k, false)
         };
         if self.ef.is_empty() {

@@ -22,6 +22,12 @@ pub struct SearchOptions {
     /// server's default).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quantization: Option<String>,
+    /// Quantized walks keep at least `k × oversampling` candidates for f32
+    /// rescoring, so the beam is `max(ef, k × oversampling)`; 1 makes it
+    /// `max(ef, k)`, as in process and in other engines (`None` = the
+    /// server's default, 4).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oversampling: Option<f32>,
 }
 
 impl SearchOptions {
@@ -33,21 +39,28 @@ impl SearchOptions {
             ef: None,
             filter: None,
             quantization: None,
+            oversampling: None,
         }
     }
 
     /// The mode's name in reports: `exact`, `graph` or `ef=N`, followed by
-    /// ` quantization=Q` when one is asked for.
+    /// ` oversampling=X` and ` quantization=Q` when asked for.
     pub fn mode(&self) -> String {
-        let walk = match (self.exact, self.ef) {
+        let mut walk: String = match (self.exact, self.ef) {
             (true, _) => "exact".into(),
             (false, None) => "graph".into(),
             (false, Some(ef)) => format!("ef={ef}"),
         };
-        match &self.quantization {
-            Some(q) if !self.exact => format!("{walk} quantization={q}"),
-            _ => walk,
+        if self.exact {
+            return walk;
         }
+        if let Some(o) = self.oversampling {
+            walk.push_str(&format!(" oversampling={o}"));
+        }
+        if let Some(q) = &self.quantization {
+            walk.push_str(&format!(" quantization={q}"));
+        }
+        walk
     }
 }
 
@@ -83,5 +96,16 @@ mod tests {
             "none"
         );
         assert_eq!(o.mode(), "ef=32 quantization=none");
+        let o = SearchOptions {
+            ef: Some(10),
+            oversampling: Some(1.0),
+            quantization: Some("sq8".into()),
+            ..SearchOptions::new(10, false)
+        };
+        assert_eq!(
+            serde_json::to_value(&o).expect("serializes")["oversampling"],
+            1.0
+        );
+        assert_eq!(o.mode(), "ef=10 oversampling=1 quantization=sq8");
     }
 }

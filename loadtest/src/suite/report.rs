@@ -47,7 +47,7 @@ fn summary(r: &SuiteReport, curves: &[Curve]) -> Section {
     ));
     s.text(format!("Command: `{}`", r.command));
     s.text(
-        "Method: recall is tie-aware recall@10 against the exact ground truth (a hit counts when its true score ties the 10th). Engines are compared at matched recall, never at matched ef: each curve's throughput at a target is interpolated linearly in log(q/s) between the two ef points that bracket it, never extrapolated; \"≥\" marks a lower bound where even the smallest ef is above the target. Ratios give the mean curves' ratio and, in brackets, the lowest and highest per-round ratio. Open-loop latency runs from each request's scheduled send time (no coordinated omission).",
+        "Method: recall is tie-aware recall@10 against the exact ground truth (a hit counts when its true score ties the 10th). Engines are compared at matched recall, never at matched ef: each curve's throughput at a target is interpolated linearly in log(q/s) between the two ef points that bracket it, never extrapolated; \"≥\" marks a lower bound where even the smallest ef is above the target. Ratios give the mean curves' ratio and, in brackets, the lowest and highest per-round ratio. Open-loop latency runs from each request's scheduled send time (no coordinated omission). Every eddy search in the suite asks `oversampling: 1`, so the beam is max(ef, k), as in process and in Milvus (the server's default, 4, keeps a quantized walk's beam at 40 or more).",
     );
     let mut t = Table::new(&["comparison", "@0.90", "@0.95", "@0.99"]);
     let pairs = [
