@@ -5,8 +5,8 @@ Flight DoExchange) against Milvus (embedded server, pymilvus), at matched recall
 Series (`--engines`, default all four):
 
 - `eddy-http`: `POST /v1/collections/{c}/search` with `{"vector", "k": 10, "ef",
-  "oversampling": 1}` (every eddy series asks oversampling 1: the beam is
-  max(ef, k), as Milvus's),
+  "oversampling": max(ef, 10) / 10}` (every eddy series: the beam is
+  max(ef, k), as Milvus's, all of it rescored in f32, as in process),
   one query per request over one keep-alive `requests.Session`, bodies by
   `requests`' own `json=` (the common way; its client side costs ~0.6 ms a
   request here, more than eddy's search).
@@ -15,7 +15,7 @@ Series (`--engines`, default all four):
   decoded with `orjson` (numpy arrays natively): a client whose own cost is
   ~0.05 ms, so the series shows the server.
 - `eddy-exchange`: pyarrow.flight `do_exchange`, command `{"collection", "k": 10,
-  "ef", "oversampling": 1}`, one input batch of `--batch` queries (`vector: FixedSizeList<Float32,
+  "ef", "oversampling"}`, one input batch of `--batch` queries (`vector: FixedSizeList<Float32,
   dim>`) per exchange, one exchange at a time.
 - `milvus`: Milvus 2.3.5 (the `milvus` pip package's embedded server) with
   pymilvus: `search(data=[q], limit=10, param={"ef": ef})`, one query per call.
@@ -70,10 +70,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from peers import first, fvecs, ivecs, qps_at, recall10  # noqa: E402
 
 K = 10
-# eddy's quantized walks keep k x oversampling candidates (the server's
-# default 4 floors the beam at 40); 1 makes the beam max(ef, k), as Milvus's
-# (it refuses ef < limit) and the in-process engines'.
-OVERSAMPLING = 1
+
+
+def oversampling(ef):
+    """eddy rescores k x oversampling candidates of a quantized walk in f32
+    and keeps its beam at least that wide (the server's default, 4, floors
+    the beam at 40); max(ef, k) / k makes the beam max(ef, k), as Milvus's
+    (it refuses ef < limit), and rescores all of it, as eddy's engine is
+    measured in process."""
+    return max(ef, K) / K
+
 M, EF_CONSTRUCTION = 16, 100
 ENGINES = ["eddy-http", "eddy-http-lean", "milvus", "eddy-exchange", "milvus-batch"]
 TARGETS = (0.90, 0.95, 0.99)
@@ -184,7 +190,7 @@ class EddyHttp:
         def one(q):
             def run():
                 hits = self._post(self.url, {"vector": self.vector(q), "k": K, "ef": ef,
-                                       "oversampling": OVERSAMPLING})["result"]
+                                       "oversampling": oversampling(ef)})["result"]
                 return id_rows([[h["id"] for h in hits]], 1)
             return run
         return [one(q) for q in queries]
@@ -258,7 +264,7 @@ class EddyExchange:
 
     def requests(self, queries, ef):
         cmd = json.dumps({"collection": self.a.collection, "k": K, "ef": ef,
-                          "oversampling": OVERSAMPLING}).encode()
+                          "oversampling": oversampling(ef)}).encode()
         descriptor = self.flight.FlightDescriptor.for_command(cmd)
 
         def one(chunk):

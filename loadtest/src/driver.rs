@@ -91,10 +91,16 @@ pub struct QueryArgs {
     /// the server's).
     #[arg(long, env = "EDDY_LOADTEST_QUERY_QUANTIZATION")]
     pub quantization: Option<String>,
-    /// Oversampling of quantized walks: the beam is `max(ef, k × this)`
-    /// (default: the server's, 4; 1 makes the beam `max(ef, k)`).
+    /// Oversampling of quantized walks: `k × this` candidates are rescored
+    /// in f32 and the beam is `max(ef, k × this)` (default: the server's, 4).
     #[arg(long, env = "EDDY_LOADTEST_QUERY_OVERSAMPLING")]
     pub oversampling: Option<f32>,
+    /// Each `ef` asks oversampling `max(ef, k) / k`: the beam is
+    /// `max(ef, k)` and all of it is rescored in f32, the walk eddy's engine
+    /// is measured with in process (overrides `--oversampling` where `ef`
+    /// is swept).
+    #[arg(long, env = "EDDY_LOADTEST_QUERY_RESCORE_BEAM")]
+    pub rescore_beam: bool,
     /// Exact search (every row scanned) instead of the graphs.
     #[arg(long, env = "EDDY_LOADTEST_QUERY_EXACT")]
     pub exact: bool,
@@ -210,10 +216,22 @@ impl QueryArgs {
             .iter()
             .map(|&ef| SearchOptions {
                 ef: Some(ef),
+                oversampling: if self.rescore_beam {
+                    Some(beam_oversampling(ef, self.k))
+                } else {
+                    graph.oversampling
+                },
                 ..graph.clone()
             })
             .collect()
     }
+}
+
+/// The oversampling that rescores a whole beam of `ef` (at least `k`)
+/// candidates: `max(ef, k) / k`.
+pub fn beam_oversampling(ef: usize, k: usize) -> f32 {
+    let k = k.max(1);
+    ef.max(k) as f32 / k as f32
 }
 
 /// Runs the driver and prints (and writes) its report.
@@ -404,4 +422,22 @@ pub fn check_side_format(format: Format) -> anyhow::Result<()> {
         bail!("freshness probes and the background writer publish json or protobuf");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rescored_beam_asks_ef_over_k() {
+        assert_eq!(beam_oversampling(64, 10), 6.4);
+        // Below k the beam is k: one candidate per neighbour.
+        assert_eq!(beam_oversampling(4, 10), 1.0);
+        assert_eq!(beam_oversampling(10, 0), 10.0);
+        let mut args = QueryArgs::new("h:1", "f:1", "c");
+        args.ef = vec![10, 64];
+        args.rescore_beam = true;
+        let modes: Vec<String> = args.modes().iter().map(SearchOptions::mode).collect();
+        assert_eq!(modes, ["ef=10 oversampling=1", "ef=64 oversampling=6.4"]);
+    }
 }

@@ -423,16 +423,13 @@ fn has_filtered_truth(plan: &Plan) -> bool {
         .all(|f| plan.dataset.join(f).is_file())
 }
 
-/// The oversampling every suite search asks for: the beam is `max(ef, k)`,
-/// as in process and in Milvus, so a swept `ef` below `k × 4` (the
-/// server's default floor, 40) is the walk it names and the curves reach
-/// below recall 0.985.
-pub const OVERSAMPLING: f32 = 1.0;
-
 /// The driver's options for one API, with the plan's common settings.
 fn args(target: &Target, plan: &Plan, api: Api) -> QueryArgs {
     let mut a = QueryArgs::new(&target.http, &target.flight, &target.collection);
-    a.oversampling = Some(OVERSAMPLING);
+    // Every swept `ef` rescores its whole beam (oversampling max(ef, k) /
+    // k): the served walk is the one measured in process, and an `ef`
+    // below the server's floor (k × 4) is the walk it names.
+    a.rescore_beam = true;
     a.dataset = plan.dataset.clone();
     a.queries = plan.queries;
     a.api = vec![api];
