@@ -41,6 +41,37 @@ impl Schedule {
         }
     }
 
+    /// Releases events `0..n` at their due times from a thread of its own,
+    /// which sleeps with the OS timer's precision (tens of µs): tokio's
+    /// timers tick in whole milliseconds, so an open loop paced by
+    /// [`Schedule::wait`] sent its requests p50 0.85 ms (p99 3.3 ms) after
+    /// they were due, and that lateness counted as latency. The thread ends
+    /// after event `n - 1` or once the receiver is dropped.
+    pub fn ticks(&self, n: u64) -> tokio::sync::mpsc::UnboundedReceiver<u64> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let schedule = *self;
+        let spawned = std::thread::Builder::new()
+            .name("eddy-pacer".into())
+            .spawn(move || {
+                for i in 0..n {
+                    let due = schedule.due(i).into_std();
+                    let now = std::time::Instant::now();
+                    if due > now {
+                        std::thread::sleep(due - now);
+                    }
+                    if tx.send(i).is_err() {
+                        return;
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            // Without the thread the receiver ends at once: the phase sends
+            // nothing and says so, rather than pacing wrongly.
+            tracing::error!(error = %e, "starting the pacing thread");
+        }
+        rx
+    }
+
     /// Waits until event `i` is due; returns at once when it already is.
     pub async fn wait(&self, i: u64) {
         let due = self.due(i);
@@ -65,6 +96,26 @@ mod tests {
         assert_eq!(flat.due(10_000), start);
         assert_eq!(flat.rate(), None);
         assert_eq!(Schedule::new(start, f64::NAN).rate(), None);
+    }
+
+    #[tokio::test]
+    async fn ticks_arrive_in_order_and_never_early() {
+        let s = Schedule::new(Instant::now(), 2000.0);
+        let mut ticks = s.ticks(20);
+        let mut next = 0;
+        while let Some(i) = ticks.recv().await {
+            assert_eq!(i, next);
+            assert!(Instant::now() >= s.due(i));
+            next += 1;
+        }
+        assert_eq!(next, 20);
+        // An unpaced schedule releases everything at once.
+        let mut flat = Schedule::new(Instant::now(), 0.0).ticks(3);
+        let mut seen = Vec::new();
+        while let Some(i) = flat.recv().await {
+            seen.push(i);
+        }
+        assert_eq!(seen, [0, 1, 2]);
     }
 
     #[tokio::test]

@@ -122,8 +122,8 @@ pub async fn open_loop(
         ..Outcome::default()
     };
     let mut set = JoinSet::new();
-    for j in 0..scheduled {
-        schedule.wait(j).await;
+    let mut ticks = schedule.ticks(scheduled);
+    while let Some(j) = ticks.recv().await {
         let due = schedule.due(j);
         while let Some(joined) = set.try_join_next() {
             take(&mut outcome.tally, work, joined);
