@@ -22,9 +22,9 @@ pub struct SearchOptions {
     /// server's default).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quantization: Option<String>,
-    /// Quantized walks keep at least `k × oversampling` candidates for f32
-    /// rescoring, so the beam is `max(ef, k × oversampling)`; 1 makes it
-    /// `max(ef, k)`, as in process and in other engines (`None` = the
+    /// Quantized walks rescore `k × oversampling` candidates in f32 and keep
+    /// a beam of `max(ef, k × oversampling)`; `max(ef, k) / k` rescores the
+    /// whole beam, as the engine is measured in process (`None` = the
     /// server's default, 4).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oversampling: Option<f32>,

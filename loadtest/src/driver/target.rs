@@ -80,7 +80,7 @@ impl Searcher {
     /// Queries each request carries.
     pub fn batch(&self) -> usize {
         match self {
-            Searcher::DoExchange { batch, batches, .. } => batch.max(&1) * batches.max(&1),
+            Searcher::DoExchange { batch, batches, .. } => (*batch).max(1) * (*batches).max(1),
             _ => 1,
         }
     }

@@ -305,20 +305,19 @@ impl Variant {
 /// with the server's default codes, and HTTP with f32 walks
 /// (`quantization: none`), the quantization variant.
 async fn sweeps(target: &Target, plan: &Plan) -> anyhow::Result<Vec<Sweep>> {
-    let plain = |api, quantization| Variant {
+    let variant = |api, quantization, exchange_batches| Variant {
         api,
         quantization,
-        exchange_batches: 1,
+        exchange_batches,
     };
-    let mut variants = vec![plain(Api::Http, None), plain(Api::DoExchange, None)];
+    let mut variants = vec![
+        variant(Api::Http, None, 1),
+        variant(Api::DoExchange, None, 1),
+    ];
     if plan.exchange_batches > 1 {
-        variants.push(Variant {
-            api: Api::DoExchange,
-            quantization: None,
-            exchange_batches: plan.exchange_batches,
-        });
+        variants.push(variant(Api::DoExchange, None, plan.exchange_batches));
     }
-    variants.push(plain(Api::Http, Some("none")));
+    variants.push(variant(Api::Http, Some("none"), 1));
     let mut phases: Vec<Vec<Vec<PhaseResult>>> = vec![Vec::new(); variants.len()];
     for round in 0..plan.rounds.max(1) {
         let order: Vec<usize> = if round % 2 == 0 {

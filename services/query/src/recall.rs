@@ -122,8 +122,9 @@ impl RecallEstimator {
                 samples,
                 windows: windows.clone(),
                 wanted: wanted.clone(),
+                // Not finite: no bound; the floor is `rest_after`'s.
                 cpu_share: if cpu_share.is_finite() {
-                    cpu_share.clamp(MIN_CPU_SHARE, 1.0)
+                    cpu_share
                 } else {
                     1.0
                 },
