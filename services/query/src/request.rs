@@ -69,6 +69,9 @@ pub struct ScanRequest {
     pub with_vector: bool,
     /// Read this pinned snapshot (its token) instead of the live collection.
     pub snapshot: Option<String>,
+    /// On a split collection, answer from the shards at hand (marked
+    /// partial) when no node serving the others answers, instead of 503.
+    pub allow_partial: bool,
 }
 
 /// The JSON form of a [`ScanRequest`]: an HTTP scroll body, or a Flight
@@ -100,6 +103,10 @@ pub struct ScanRequestJson {
     /// A pinned snapshot's token.
     #[serde(default)]
     snapshot: Option<String>,
+    /// On a split collection, answer from the shards at hand (marked
+    /// partial) when no node serving the others answers, instead of 503.
+    #[serde(default)]
+    allow_partial: bool,
 }
 
 impl ScanRequestJson {
@@ -123,6 +130,7 @@ impl ScanRequestJson {
             with_payload,
             with_vector: self.with_vector,
             snapshot: self.snapshot,
+            allow_partial: self.allow_partial,
         })
     }
 }

@@ -8,7 +8,7 @@ use eddy_model::PointId;
 use eddy_segment::{scan_rescore_depth, search_sealed, Neighbor};
 
 use super::{Collection, Served};
-use crate::prepared::{PreparedSearch, QueryBatch};
+use crate::prepared::{PreparedSearch, QueryBatch, ShardSet};
 use crate::request::PayloadSelector;
 use crate::results::{BatchResult, Hit, HitPayload};
 
@@ -56,7 +56,10 @@ impl Collection {
     }
 
     /// The current version of point `id`, if it exists.
-    pub fn get(&self, id: &PointId) -> Option<PointRecord> {
+    ///
+    /// With `only`, a point of another shard is not found (a fan-out leg
+    /// reads only the shards it was asked for).
+    pub fn get(&self, id: &PointId, only: Option<&ShardSet>) -> Option<PointRecord> {
         let served = self.served.read();
         let all = PayloadSelector::All;
         let record = |vector: &[f32], payload: &[u8]| {
@@ -71,9 +74,15 @@ impl Collection {
                 return None;
             }
             let row = served.tail.row(served.tail.row_of(id)?);
+            if only.is_some_and(|o| !o.has_partition(row.partition)) {
+                return None;
+            }
             return record(row.vector, row.payload_json);
         }
         let (i, row) = served.snapshot.find(id)?;
+        if only.is_some_and(|o| !o.has(served.snapshot.segments[i].shard)) {
+            return None;
+        }
         let seg = &served.snapshot.segments[i].segment;
         record(seg.vector(row), seg.payload_json(row))
     }

@@ -173,11 +173,15 @@ impl Collection {
     /// matching rows, so a page costs its own size (plus the rows it skips
     /// as deleted, shadowed or filtered out, and a pass over the tail),
     /// not the collection's.
+    ///
+    /// With `only`, the page holds only the points of those shards and
+    /// its offsets only their partitions' (a fan-out leg's page).
     pub fn scroll(
         &self,
         filter: Option<&Filter>,
         after: Option<&PointId>,
         limit: usize,
+        only: Option<&ShardSet>,
     ) -> ScrollPage {
         let served = self.served.read();
         let tail = &served.tail;
@@ -189,12 +193,16 @@ impl Collection {
             }
             let r = tail.row(row);
             if after.is_none_or(|a| r.id > a)
+                && only.is_none_or(|o| o.has_partition(r.partition))
                 && filter.is_none_or(|f| f.matches_json(r.payload_json))
             {
                 found.push((r.id.clone(), Live::Tail(row)));
             }
         }
         for (i, s) in served.snapshot.segments.iter().enumerate() {
+            if only.is_some_and(|o| !o.has(s.shard)) {
+                continue;
+            }
             let seg = &s.segment;
             let order = seg.rows_in_id_order();
             let mut taken = 0;
@@ -244,7 +252,11 @@ impl Collection {
         ScrollPage {
             points,
             more,
-            offsets: served.visible_offsets(),
+            offsets: served
+                .visible_offsets()
+                .into_iter()
+                .filter(|(p, _)| only.is_none_or(|o| o.has_partition(*p)))
+                .collect(),
         }
     }
 
@@ -318,10 +330,10 @@ mod tests {
         let ids = |page: &ScrollPage| -> Vec<PointId> {
             page.points.iter().map(|p| p.id.clone()).collect()
         };
-        let first = c.scroll(Some(&even), None, 3);
+        let first = c.scroll(Some(&even), None, 3, None);
         assert_eq!(ids(&first), [0, 2, 6].map(PointId::Num));
         assert!(first.more);
-        let rest = c.scroll(Some(&even), Some(&PointId::Num(6)), 3);
+        let rest = c.scroll(Some(&even), Some(&PointId::Num(6)), 3, None);
         assert_eq!(ids(&rest), [PointId::Num(8)]);
         assert!(!rest.more);
         assert_eq!(rest.points[0].vector, [8.0, 0.0]);
@@ -455,7 +467,7 @@ mod tests {
         let mut seen = Vec::new();
         let mut after = None;
         loop {
-            let page = c.scroll(None, after.as_ref(), 3);
+            let page = c.scroll(None, after.as_ref(), 3, None);
             assert!(page.points.len() <= 3);
             seen.extend(page.points.iter().map(|p| (p.id.clone(), p.vector[0])));
             if !page.more {

@@ -2,7 +2,8 @@
 //! whole goes, for the shards it lacks, to peers that serve them (the
 //! Flight action `search_shards`, see [`leg`]), and their answers are
 //! merged with the local one into one top-k; a count likewise
-//! (`count_shards`, see [`count`]), the counts added up.
+//! (`count_shards`, see [`count`]), the counts added up; a point read and
+//! a scroll page too (`get_point_shards`, `scroll_shards`, see [`read`]).
 //!
 //! Peers (`--peers`, Flight URLs of other eddy-query nodes) are asked every
 //! `--peer-refresh-ms` which shards they serve (the action
@@ -17,6 +18,7 @@
 
 pub mod count;
 pub mod leg;
+pub mod read;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -41,6 +43,11 @@ pub const SERVED_SHARDS: &str = "served_shards";
 pub const SEARCH_SHARDS: &str = "search_shards";
 /// The Flight action a node answers with a count of some of its shards.
 pub const COUNT_SHARDS: &str = "count_shards";
+/// The Flight action a node answers with a point of some of its shards.
+pub const GET_POINT_SHARDS: &str = "get_point_shards";
+/// The Flight action a node answers with a scroll page of some of its
+/// shards.
+pub const SCROLL_SHARDS: &str = "scroll_shards";
 
 /// How to reach the peers.
 #[derive(Clone, Default)]

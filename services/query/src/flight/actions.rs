@@ -26,7 +26,7 @@ use crate::error::ApiError;
 use crate::fanout;
 
 /// The actions, with what each does.
-pub const ACTIONS: [(&str, &str); 7] = [
+pub const ACTIONS: [(&str, &str); 9] = [
     (
         "create_collection",
         "Create a collection (admin): JSON {name, dimension, metric, id_type, topic, payload_fields}",
@@ -52,6 +52,14 @@ pub const ACTIONS: [(&str, &str); 7] = [
         fanout::COUNT_SHARDS,
         "A count of some shards of a split collection (how query nodes fan out): JSON {collection, shards, filter}",
     ),
+    (
+        fanout::GET_POINT_SHARDS,
+        "A point of some shards of a split collection, by id (how query nodes fan out): JSON {collection, shards, id}",
+    ),
+    (
+        fanout::SCROLL_SHARDS,
+        "A scroll page of some shards of a split collection (how query nodes fan out): JSON {collection, shards, filter, after, limit, with_vector}",
+    ),
 ];
 
 /// The scope an action needs (`None`: no such action).
@@ -61,7 +69,9 @@ pub fn scope(action: &str) -> Option<Scope> {
         "collection_stats"
         | fanout::SERVED_SHARDS
         | fanout::SEARCH_SHARDS
-        | fanout::COUNT_SHARDS => Some(Scope::Read),
+        | fanout::COUNT_SHARDS
+        | fanout::GET_POINT_SHARDS
+        | fanout::SCROLL_SHARDS => Some(Scope::Read),
         _ => None,
     }
 }
@@ -132,6 +142,8 @@ pub async fn run(engine: &Arc<Engine>, action: &str, body: &[u8]) -> Result<Vec<
         }
         fanout::SEARCH_SHARDS => return fanout::leg::answer(engine, body).await,
         fanout::COUNT_SHARDS => return fanout::count::answer(engine, body).await,
+        fanout::GET_POINT_SHARDS => return fanout::read::answer_point(engine, body).await,
+        fanout::SCROLL_SHARDS => return fanout::read::answer_scroll(engine, body).await,
         other => {
             return Err(ApiError::BadRequest(format!(
                 "unknown action {other:?}; ListActions lists them"

@@ -1,6 +1,8 @@
 //! The Flight scan: a DoGet ticket that streams a collection's live points
 //! (or a filtered part, at a pinned snapshot) as Arrow batches, the way a
-//! Spark or DuckDB job exports it.
+//! Spark or DuckDB job exports it. A split collection this node does not
+//! serve whole is scanned page by page over every shard, its peers'
+//! included.
 
 use std::sync::Arc;
 
@@ -11,9 +13,17 @@ use futures::{StreamExt, TryStreamExt};
 use tokio::sync::OwnedSemaphorePermit;
 use tonic::Status;
 
+use arrow_schema::SchemaRef;
+use eddy_filter::Filter;
+use eddy_model::{CollectionDef, PointId};
+
 use super::answers::{self, Answer};
 use super::{batches, EddyFlight, FlightStream};
+use crate::collection::{Collection, ViewPoint};
+use crate::engine::Engine;
 use crate::error::ApiError;
+use crate::fanout;
+use crate::request::ScanRequest;
 
 /// Points per scan batch.
 const SCAN_BATCH_ROWS: usize = 4_096;
@@ -25,7 +35,7 @@ impl EddyFlight {
     pub(super) async fn scan(
         &self,
         collection: &str,
-        request: crate::request::ScanRequest,
+        request: ScanRequest,
         slot: OwnedSemaphorePermit,
     ) -> Result<FlightStream<FlightData>, ApiError> {
         let collection = self
@@ -40,7 +50,16 @@ impl EddyFlight {
                     .map_err(|e| ApiError::BadRequest(e.to_string()))
             })
             .transpose()?;
-        let stale = collection.staleness();
+        let missing = collection.missing_shards();
+        if !missing.is_empty() && request.snapshot.is_none() {
+            return Ok(self.paged_scan(collection, request, filter, slot));
+        }
+        // A pinned snapshot is this node's alone: whole, or partial when
+        // the caller allows it.
+        if !missing.is_empty() && !request.allow_partial {
+            return Err(self.engine.shards_unreachable(&collection, &missing));
+        }
+        let stale = collection.search_staleness(&missing);
         let view = self
             .engine
             .on_pool(move || collection.view(filter.as_ref()))
@@ -65,5 +84,105 @@ impl EddyFlight {
         });
         let encoded = answers::encode(Some(schema), batches);
         Ok(Box::pin(encoded.map_err(Status::from)))
+    }
+
+    /// A scan of a split collection this node does not serve whole: scroll
+    /// pages of [`SCAN_BATCH_ROWS`] over every shard (its own and its
+    /// peers', merged in id order, see [`fanout::read`]), one batch each.
+    /// Each page reflects its own moment, as an HTTP scroll's pages do; the
+    /// first batch carries the first page's offsets. Shards no node answers
+    /// for end the stream with 503, or with `allow_partial` are left out
+    /// and the answer is marked partial.
+    fn paged_scan(
+        &self,
+        collection: Arc<Collection>,
+        request: ScanRequest,
+        filter: Option<Filter>,
+        slot: OwnedSemaphorePermit,
+    ) -> FlightStream<FlightData> {
+        let def = collection.def().clone();
+        let schema = batches::scan_schema(&def, &request.with_payload, request.with_vector);
+        let page = PagedScan {
+            engine: self.engine.clone(),
+            collection,
+            def,
+            rows: schema.clone(),
+            request: Arc::new(request),
+            filter,
+            _slot: Arc::new(slot),
+        };
+        let pages = stream::unfold(Some((None, true)), move |state| {
+            let page = page.clone();
+            async move {
+                let (after, first) = state?;
+                match page.next(after, first).await {
+                    Ok((answer, next)) => Some((Ok(answer), next.map(|n| (Some(n), false)))),
+                    Err(e) => Some((Err(FlightError::Tonic(Box::new(Status::from(e)))), None)),
+                }
+            }
+        });
+        let encoded = answers::encode(Some(schema), pages);
+        Box::pin(encoded.map_err(Status::from))
+    }
+}
+
+/// What each page of a paged scan needs.
+#[derive(Clone)]
+struct PagedScan {
+    engine: Arc<Engine>,
+    collection: Arc<Collection>,
+    def: Arc<CollectionDef>,
+    rows: SchemaRef,
+    request: Arc<ScanRequest>,
+    filter: Option<Filter>,
+    /// The request slot, held until the stream ends.
+    _slot: Arc<OwnedSemaphorePermit>,
+}
+
+impl PagedScan {
+    /// The page after `after` as one answer batch (the first carries the
+    /// metadata), and the cursor of the next page (none: this was the last).
+    async fn next(
+        &self,
+        after: Option<PointId>,
+        first: bool,
+    ) -> Result<(Answer, Option<PointId>), ApiError> {
+        let r = &self.request;
+        let ask = fanout::read::PageAsk {
+            filter_json: r.filter.clone(),
+            filter: self.filter.clone(),
+            after,
+            limit: SCAN_BATCH_ROWS,
+            with_vector: r.with_vector,
+        };
+        let paged =
+            fanout::read::scroll_everywhere(&self.engine, &self.collection, ask, true).await?;
+        if !paged.missing.is_empty() && !r.allow_partial {
+            return Err(self
+                .engine
+                .shards_unreachable(&self.collection, &paged.missing));
+        }
+        let page = paged.page;
+        let points: Vec<ViewPoint<'_>> = page
+            .points
+            .iter()
+            .map(|p| ViewPoint {
+                id: p.id.clone(),
+                vector: &p.vector,
+                payload_json: &p.payload_json,
+            })
+            .collect();
+        let batch = batches::scan_batch(&self.def, &self.rows, &r.with_payload, &points)?;
+        let next = page
+            .more
+            .then(|| page.points.last().map(|p| p.id.clone()))
+            .flatten();
+        let answer = if first {
+            let stale = self.collection.search_staleness(&paged.missing);
+            Answer::new(batch, &page.offsets, stale)
+        } else {
+            Answer::more(batch)
+        };
+        Ok((answer, next))
     }
 }

@@ -1,7 +1,7 @@
 //! Collections (list, describe, create, alter, drop), points, count and scroll.
 
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -14,6 +14,7 @@ use crate::admin_request::{AlterJson, CollectionJson};
 use crate::engine::store_io;
 use crate::error::ApiError;
 use crate::fanout::count::count_everywhere;
+use crate::fanout::read::{get_everywhere, scroll_everywhere, PageAsk};
 use crate::request::ScanRequestJson;
 
 #[utoipa::path(
@@ -153,7 +154,11 @@ pub(super) async fn delete_collection(
     get,
     tag = "collections",
     path = "/v1/collections/{c}/points/{id}",
-    params(("c" = String, Path, description = "Collection name"), ("id" = String, Path, description = "Point id")),
+    params(
+        ("c" = String, Path, description = "Collection name"),
+        ("id" = String, Path, description = "Point id"),
+        ("allow_partial" = Option<bool>, Query, description = "On a split collection, answer 404 from the shards at hand when no node serving the others answers, instead of 503"),
+    ),
     responses(
         (status = 200, description = "`id`, `vector`, `payload`", body = Object),
         super::openapi::RequestErrors,
@@ -162,20 +167,36 @@ pub(super) async fn delete_collection(
 pub(super) async fn get_point(
     State(state): State<HttpState>,
     Path((c, id)): Path<(String, String)>,
+    Query(options): Query<PointOptions>,
 ) -> Response {
     observed(&state, "http_point", &c, async {
         let collection = state.engine.collection(&c)?;
         let id = PointId::parse(&id, collection.def().id_type)
             .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-        let point = collection
-            .get(&id)
-            .ok_or_else(|| ApiError::NotFound(format!("point {id} not found in {c}")))?;
+        // A split collection's other shards are looked in by its peers.
+        let found = get_everywhere(&state.engine, &collection, &id, true).await?;
+        let Some(point) = found.point else {
+            if !found.missing.is_empty() && !options.allow_partial {
+                return Err(state.engine.shards_unreachable(&collection, &found.missing));
+            }
+            return Err(ApiError::NotFound(format!("point {id} not found in {c}")));
+        };
         Ok(
             Json(json!({"id": point.id, "vector": point.vector, "payload": point.payload}))
                 .into_response(),
         )
     })
     .await
+}
+
+/// A point read's query options.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PointOptions {
+    /// On a split collection, answer from the shards at hand when no node
+    /// serving the others answers.
+    #[serde(default)]
+    allow_partial: bool,
 }
 
 #[derive(Debug, Deserialize, Default, utoipa::ToSchema)]
@@ -297,23 +318,37 @@ pub(super) async fn scroll(
                     .map_err(|e| ApiError::BadRequest(format!("after: {e}")))
             })
             .transpose()?;
-        let answer = state
+        // A split collection's other shards are paged by its peers; a
+        // pinned snapshot is this node's alone.
+        let fan_out = request.snapshot.is_none();
+        let ask = PageAsk {
+            filter_json: request.filter.clone(),
+            filter,
+            after,
+            limit: request.limit,
+            with_vector: request.with_vector,
+        };
+        let paged = scroll_everywhere(&state.engine, &collection, ask, fan_out).await?;
+        if !paged.missing.is_empty() && !request.allow_partial {
+            return Err(state.engine.shards_unreachable(&collection, &paged.missing));
+        }
+        let page = paged.page;
+        let (with_payload, with_vector) = (request.with_payload, request.with_vector);
+        let mut answer = state
             .engine
             .on_pool(move || {
-                let page = collection.scroll(filter.as_ref(), after.as_ref(), request.limit);
                 let mut last = None;
                 let points: Vec<Value> = page
                     .points
                     .into_iter()
                     .map(|p| {
                         let mut point = json!({"id": p.id});
-                        if let Some(payload) = crate::results::HitPayload::select(
-                            &p.payload_json,
-                            &request.with_payload,
-                        ) {
+                        if let Some(payload) =
+                            crate::results::HitPayload::select(&p.payload_json, &with_payload)
+                        {
                             point["payload"] = json!(payload);
                         }
-                        if request.with_vector {
+                        if with_vector {
                             point["vector"] = json!(p.vector);
                         }
                         last = Some(p.id);
@@ -324,6 +359,11 @@ pub(super) async fn scroll(
                 json!({"points": points, "next_after": next, "offsets": page.offsets})
             })
             .await?;
+        if !paged.missing.is_empty() {
+            let stale = collection.search_staleness(&paged.missing);
+            answer["stale"] = json!(stale);
+            answer["missing_shards"] = json!(paged.missing);
+        }
         Ok(Json(answer).into_response())
     })
     .await

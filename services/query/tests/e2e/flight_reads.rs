@@ -88,7 +88,11 @@ pub async fn scan_streams_every_live_point(
     collection: &str,
     points: &BTreeMap<u64, Vec<f32>>,
 ) {
-    let mut c = client(cluster).await;
+    scan_through(client(cluster).await, collection, points).await;
+}
+
+/// [`scan_streams_every_live_point`] through the node `c` talks to.
+pub async fn scan_through(mut c: FlightClient, collection: &str, points: &BTreeMap<u64, Vec<f32>>) {
     let ticket = json!({"scan": collection, "with_vector": true, "with_payload": ["kind", "i"]});
     let batches: Vec<RecordBatch> = c
         .do_get(Ticket::new(ticket.to_string()))

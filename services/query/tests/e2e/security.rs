@@ -332,7 +332,9 @@ pub async fn dropping_collections_and_flight_actions(cluster: &Cluster) {
             "collection_stats",
             "served_shards",
             "search_shards",
-            "count_shards"
+            "count_shards",
+            "get_point_shards",
+            "scroll_shards"
         ]
     );
     let action =

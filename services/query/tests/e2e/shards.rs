@@ -10,13 +10,26 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use arrow_array::RecordBatch;
+use arrow_flight::{FlightClient, Ticket};
+use futures::TryStreamExt;
 use serde_json::{json, Value};
 
 use crate::cluster::{
     exact_top_k, start_node, vector, wait_node_count, wait_node_count_with, wait_node_ready,
     Cluster,
 };
-use crate::http_api;
+use crate::{flight_reads, http_api};
+
+/// A Flight client of the node at `url` (no TLS, no key).
+async fn flight_client(url: &str) -> FlightClient {
+    let channel = tonic::transport::Channel::from_shared(url.to_owned())
+        .expect("valid url")
+        .connect()
+        .await
+        .expect("flight connects");
+    FlightClient::new(channel)
+}
 
 /// Checks `cluster` (serving every shard of `collection`, split into
 /// `shards`), whose points arrived on the partitions `partition_of` says.
@@ -88,6 +101,10 @@ pub async fn split_collection_is_served_whole_and_by_shard(
     eprintln!("step: fan-out answers");
     answers_exactly(&http0, collection, points, &json!({})).await;
     eprintln!("step: fan-out exact");
+    reads_reach_every_shard(&http0, collection, points).await;
+    let flight0 = format!("http://{}", node0.flight_addr());
+    flight_reads::scan_through(flight_client(&flight0).await, collection, points).await;
+    eprintln!("step: point reads, scrolls and scans reach every shard");
 
     // Read-your-writes across shards: points published to both shards are
     // in the next answer of shard 0's node that asks for their offsets.
@@ -223,6 +240,75 @@ pub async fn split_collection_is_served_whole_and_by_shard(
             .collect();
         assert_eq!(got, want, "query {seed}: the exact answer over shard 0");
     }
+    // Reads it cannot answer whole are refused too, never answered from
+    // shard 0 alone as if shard 1 were empty.
+    let (in0, in1) = (first_id_in(&shard0, &all), first_id_not_in(&shard0, &all));
+    let got = client
+        .get(format!("{http}/v1/collections/{collection}/points/{in1}"))
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(
+        got.status().as_u16(),
+        503,
+        "a point of shard 1 is not 'not found'"
+    );
+    let got = client
+        .get(format!(
+            "{http}/v1/collections/{collection}/points/{in1}?allow_partial=true"
+        ))
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(
+        got.status().as_u16(),
+        404,
+        "allow_partial: not found at hand"
+    );
+    let r: Value = client
+        .get(format!("{http}/v1/collections/{collection}/points/{in0}"))
+        .send()
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(r["id"], json!(in0), "a point at hand is read: {r}");
+    let scroll = client
+        .post(format!("{http}/v1/collections/{collection}/scroll"))
+        .json(&json!({"limit": 10}))
+        .send()
+        .await
+        .expect("scroll");
+    assert_eq!(
+        scroll.status().as_u16(),
+        503,
+        "a scroll it cannot answer whole"
+    );
+    let (ids, pages) = scroll_ids(&http, collection, &partial, 13).await;
+    assert_eq!(ids, shard0.keys().copied().collect::<Vec<_>>());
+    for page in &pages {
+        assert_eq!(page["missing_shards"], json!([1]), "{page}");
+        assert!(page["stale"].to_string().contains("partial"), "{page}");
+    }
+    let mut lone_flight = flight_client(&format!("http://{}", lone.flight_addr())).await;
+    let whole = json!({"scan": collection});
+    let refused = match lone_flight.do_get(Ticket::new(whole.to_string())).await {
+        Ok(stream) => stream.try_collect::<Vec<_>>().await.err(),
+        Err(e) => Some(e),
+    };
+    let refused = refused.expect("a scan it cannot answer whole is refused");
+    assert!(refused.to_string().contains("allow_partial"), "{refused}");
+    let partial_scan = json!({"scan": collection, "allow_partial": true});
+    let batches: Vec<RecordBatch> = lone_flight
+        .do_get(Ticket::new(partial_scan.to_string()))
+        .await
+        .expect("partial scan")
+        .try_collect()
+        .await
+        .expect("batches");
+    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    assert_eq!(rows, shard0.len(), "a partial scan: shard 0's points");
     let info: Value = client
         .get(format!("{http}/v1/collections/{collection}"))
         .send()
@@ -258,6 +344,109 @@ pub async fn split_collection_is_served_whole_and_by_shard(
     eprintln!("step: a peer back at its address answers at once");
     back.shutdown().await;
     lone.shutdown().await;
+}
+
+/// Through a node serving one shard (with peers for the other): every
+/// point is read by id with its vector and payload, an unknown id is not
+/// found, and a scroll pages through every point of both shards in id
+/// order, once each, filtered too.
+async fn reads_reach_every_shard(http: &str, collection: &str, points: &BTreeMap<u64, Vec<f32>>) {
+    let client = reqwest::Client::new();
+    for (id, v) in points {
+        let r: Value = client
+            .get(format!("{http}/v1/collections/{collection}/points/{id}"))
+            .send()
+            .await
+            .expect("get")
+            .json()
+            .await
+            .expect("json");
+        assert_eq!(r["id"], json!(id), "point {id}: {r}");
+        assert_eq!(r["payload"]["i"], json!(id), "point {id}: {r}");
+        let got: Vec<f32> = serde_json::from_value(r["vector"].clone()).expect("vector");
+        assert_eq!(&got, v, "point {id}'s vector");
+    }
+    let unknown = client
+        .get(format!(
+            "{http}/v1/collections/{collection}/points/77777777"
+        ))
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(
+        unknown.status().as_u16(),
+        404,
+        "asked everywhere, found nowhere"
+    );
+
+    let (ids, pages) = scroll_ids(http, collection, &json!({"with_vector": true}), 17).await;
+    assert_eq!(
+        ids,
+        points.keys().copied().collect::<Vec<_>>(),
+        "scroll: every point once, in order"
+    );
+    assert!(pages.len() > 2, "several pages");
+    for page in &pages {
+        assert!(page.get("missing_shards").is_none(), "{page}");
+        for p in page["points"].as_array().expect("points") {
+            let id = p["id"].as_u64().expect("id");
+            let got: Vec<f32> = serde_json::from_value(p["vector"].clone()).expect("vector");
+            assert_eq!(&got, &points[&id], "scrolled point {id}'s vector");
+            assert_eq!(p["payload"]["i"], json!(id), "{p}");
+        }
+    }
+    let k1 = json!({"filter": {"must": [{"key": "kind", "match": {"value": "k1"}}]}, "with_payload": false});
+    let (ids, _) = scroll_ids(http, collection, &k1, 9).await;
+    let want: Vec<u64> = points.keys().copied().filter(|id| id % 3 == 1).collect();
+    assert_eq!(ids, want, "filtered scroll");
+}
+
+/// Scrolls `collection` on `http` to its end (`body`'s options, pages of
+/// `limit`): the ids in the order served, and every page's answer.
+async fn scroll_ids(
+    http: &str,
+    collection: &str,
+    body: &Value,
+    limit: usize,
+) -> (Vec<u64>, Vec<Value>) {
+    let mut ids = Vec::new();
+    let mut pages = Vec::new();
+    let mut after = Value::Null;
+    loop {
+        let mut page_body = body.clone();
+        page_body["limit"] = json!(limit);
+        if !after.is_null() {
+            page_body["after"] = after.clone();
+        }
+        let page: Value = post(
+            format!("{http}/v1/collections/{collection}/scroll"),
+            &page_body,
+        )
+        .await;
+        let points = page["points"].as_array().expect("points");
+        assert!(points.len() <= limit, "{page}");
+        ids.extend(points.iter().map(|p| p["id"].as_u64().expect("id")));
+        after = page["next_after"].clone();
+        pages.push(page);
+        if after.is_null() {
+            return (ids, pages);
+        }
+        assert!(pages.len() < 10_000, "the scroll never ends");
+    }
+}
+
+/// The smallest id of `all` that `shard` holds.
+fn first_id_in(shard: &BTreeMap<u64, Vec<f32>>, all: &BTreeMap<u64, Vec<f32>>) -> u64 {
+    *all.keys()
+        .find(|id| shard.contains_key(id))
+        .expect("a point in the shard")
+}
+
+/// The smallest id of `all` that `shard` does not hold.
+fn first_id_not_in(shard: &BTreeMap<u64, Vec<f32>>, all: &BTreeMap<u64, Vec<f32>>) -> u64 {
+    *all.keys()
+        .find(|id| !shard.contains_key(id))
+        .expect("a point elsewhere")
 }
 
 /// The points of `points` on the partitions of `shard` (of `shards`).
