@@ -28,6 +28,7 @@ mod fsck;
 mod gc;
 mod lease;
 mod manifest;
+mod nodes;
 mod store;
 mod update;
 
@@ -41,5 +42,6 @@ pub use fsck::{fsck, FsckReport, LiveRow, LiveRows};
 pub use gc::{GcPolicy, GcReport};
 pub use lease::{Lease, LeaseRecord, LEASE_FORMAT};
 pub use manifest::{Manifest, PartitionResume, PartitionState, SegmentEntry};
+pub use nodes::{valid_node_id, NodeRecord, NODE_FORMAT};
 pub use store::{CreateOutcome, Store};
 pub use update::Updated;

@@ -60,11 +60,15 @@ const INGEST_CONSUMER_DEFAULTS: [(&str, &str); 4] = [
 
 /// Fetch settings of the query tail: a fetch returns after at most 10 ms,
 /// so a produced event is searchable soon after the broker has it. Kafka
-/// answers a fetch as soon as data arrives, whatever the wait; Tansu (the
-/// test broker) only when the wait ends, so there the wait is the
-/// freshness floor. Measured on Tansu (debian-minilm, 2 cores), broker →
-/// searchable p50: 17–18 ms at 10 ms, 116–170 ms at 100 ms, 14–15 ms at
-/// 2 ms — which doubles the broker's CPU, as each fetch costs Tansu ~4 ms.
+/// answers a fetch as soon as data arrives, whatever the wait. Tansu 0.6
+/// (the test broker) reads the log when the fetch arrives and then sleeps
+/// out the rest of the wait before it answers, whatever it found
+/// (`tansu-storage` 0.6.0, `service/fetch.rs`, `FetchService::fetch`), so
+/// an event appended during a fetch waits for the next one: broker →
+/// searchable is about the wait plus half a fetch cycle. Measured on Tansu
+/// (debian-minilm, 2 cores), p50: 17–18 ms at 10 ms, 116–170 ms at
+/// 100 ms, 14–15 ms at 2 ms — which doubles the broker's CPU, as each
+/// fetch costs Tansu ~4 ms.
 const TAIL_FETCH: [(&str, &str); 2] = [
     ("fetch.wait.max.ms", "10"),
     ("fetch.error.backoff.ms", "50"),

@@ -12,6 +12,8 @@ use eddy_segment::Residency;
 use crate::auth::{ApiKeys, KeysError, SecretKey};
 use crate::engine::EngineOptions;
 use crate::error::Error;
+use crate::fanout::discovery::Discovery;
+use crate::fanout::hedge::HedgePolicy;
 use crate::fanout::PeerOptions;
 use crate::policy::CollectionPolicy;
 
@@ -60,6 +62,34 @@ pub struct QueryConfig {
     /// How often the peers are asked which shards they serve (ms).
     #[arg(long, env = "EDDY_PEER_REFRESH_MS", default_value_t = 1_000)]
     pub peer_refresh_ms: u64,
+
+    /// Find peers in the store's node registry (besides `--peers`), and
+    /// announce this node there at `--advertise-flight-url`.
+    #[arg(long, env = "EDDY_PEER_DISCOVERY")]
+    pub peer_discovery: bool,
+
+    /// How often a node with `--peer-discovery` announces itself and looks
+    /// for the others (ms); a node that dies drops out after three periods.
+    #[arg(long, env = "EDDY_PEER_DISCOVERY_MS", default_value_t = 5_000)]
+    pub peer_discovery_ms: u64,
+
+    /// The Flight URL peers reach this node at, announced with
+    /// `--peer-discovery` (default: the bound `--flight-addr`, when it is a
+    /// specific address; `http://`, or `https://` with TLS).
+    #[arg(long, env = "EDDY_ADVERTISE_FLIGHT_URL")]
+    pub advertise_flight_url: Option<String>,
+
+    /// This node's name in the node registry (default: `$HOSTNAME` and the
+    /// Flight port, e.g. `query-0-50051`).
+    #[arg(long, env = "EDDY_NODE_ID")]
+    pub node_id: Option<String>,
+
+    /// When a fan-out leg that has not answered is asked of a second peer
+    /// serving the same shards as well (the first answer wins): `p95` (the
+    /// action's measured 95th percentile, at most one hedge per ten legs),
+    /// a delay in ms, or `off`.
+    #[arg(long, env = "EDDY_PEER_HEDGE", default_value = "p95")]
+    pub peer_hedge: HedgePolicy,
 
     /// How often to look for a new manifest version (ms).
     #[arg(long, env = "EDDY_MANIFEST_POLL_MS", default_value_t = 200)]
@@ -232,7 +262,64 @@ impl QueryConfig {
             ca_pem,
             refresh: Duration::from_millis(self.peer_refresh_ms.max(50)),
             timeout: Duration::from_millis(self.request_timeout_ms.max(1)),
+            hedge: self.peer_hedge,
         })
+    }
+
+    /// How this node takes part in the node registry (`None` without
+    /// `--peer-discovery`), once its Flight port is bound at `flight_addr`.
+    ///
+    /// # Errors
+    /// A node id the registry cannot name, or no URL to announce: the
+    /// Flight address is unspecified (`0.0.0.0`) and
+    /// `--advertise-flight-url` is not given.
+    pub fn discovery(
+        &self,
+        store: &eddy_manifest::Store,
+        flight_addr: SocketAddr,
+        tls: bool,
+    ) -> Result<Option<Discovery>, Error> {
+        if !self.peer_discovery {
+            return Ok(None);
+        }
+        let advertise = match &self.advertise_flight_url {
+            Some(url) => url.clone(),
+            None if flight_addr.ip().is_unspecified() => {
+                return Err(Error::Peers(format!(
+                    "--peer-discovery: the Flight address {flight_addr} is unspecified; \
+                     name the URL peers reach this node at with --advertise-flight-url"
+                )))
+            }
+            None => format!("{}://{flight_addr}", if tls { "https" } else { "http" }),
+        };
+        let node_id = match &self.node_id {
+            Some(id) => id.clone(),
+            None => {
+                let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "query".to_owned());
+                let host: String = host
+                    .chars()
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() || c == '-' {
+                            c
+                        } else {
+                            '-'
+                        }
+                    })
+                    .collect();
+                format!("{}-{}", host.trim_start_matches('-'), flight_addr.port())
+            }
+        };
+        if !eddy_manifest::valid_node_id(&node_id) {
+            return Err(Error::Peers(format!(
+                "--node-id {node_id:?}: use letters, digits, '-', '_' and '.' (at most 128)"
+            )));
+        }
+        Ok(Some(Discovery {
+            store: store.clone(),
+            node_id,
+            advertise: Some(advertise),
+            every: Duration::from_millis(self.peer_discovery_ms.max(50)),
+        }))
     }
 
     /// Which collections the API may create.
@@ -263,6 +350,7 @@ impl QueryConfig {
             peers: self.peer_options().map_err(|e| {
                 Error::Peers(format!("reading --peer-key-file or --peer-ca-file: {e}"))
             })?,
+            peer_discovery: self.peer_discovery,
         })
     }
 }

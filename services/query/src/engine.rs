@@ -70,6 +70,9 @@ pub struct EngineOptions {
     pub shards: Option<Vec<u32>>,
     /// The other query nodes searches fan out to (`--peers`).
     pub peers: PeerOptions,
+    /// Whether peers are also found in the store's node registry (a
+    /// fan-out is set up even without `--peers`).
+    pub peer_discovery: bool,
 }
 
 /// Pinned snapshots held at most.
@@ -103,11 +106,12 @@ impl Engine {
         opts: EngineOptions,
     ) -> Result<Arc<Self>, crate::error::Error> {
         let pool = SearchPool::new(opts.search_threads)?;
-        let peers = if opts.peers.urls.is_empty() {
+        let peers = if opts.peers.urls.is_empty() && !opts.peer_discovery {
             None
         } else {
             Some(Arc::new(
-                Peers::new(&opts.peers).map_err(|e| crate::error::Error::Peers(e.to_string()))?,
+                Peers::new(&opts.peers, metrics.clone())
+                    .map_err(|e| crate::error::Error::Peers(e.to_string()))?,
             ))
         };
         let admission = Admission::new(

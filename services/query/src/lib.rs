@@ -46,7 +46,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus::Registry;
-use tracing::info;
+use tracing::{info, warn};
 
 pub use config::QueryConfig;
 pub use eddy_segment::Residency;
@@ -67,6 +67,8 @@ pub struct Query {
     stop_flight: Arc<tokio::sync::Notify>,
     /// The Flight server (stopped, not aborted, on drop).
     flight: Option<tokio::task::JoinHandle<()>>,
+    /// This node's place in the node registry (withdrawn on shutdown).
+    discovery: Option<fanout::discovery::Discovery>,
 }
 
 impl Query {
@@ -89,6 +91,9 @@ impl Query {
     /// connections and closed its idle ones (in-flight calls get up to
     /// five seconds).
     pub async fn shutdown(mut self) {
+        if let Some(discovery) = self.discovery.take() {
+            discovery.withdraw().await;
+        }
         self.stop_flight.notify_one();
         if let Some(flight) = self.flight.take() {
             let _ = tokio::time::timeout(Duration::from_secs(5), flight).await;
@@ -151,8 +156,18 @@ pub async fn start(mut config: QueryConfig) -> Result<Query, Error> {
         server::serve_http(http_listener, http_state, tls.as_ref()),
         server::refresh_collections(engine.clone(), config.collection_poll()),
     ];
+    let discovery = config.discovery(engine.store(), flight_addr, tls.is_some())?;
     if let Some(peers) = engine.peers() {
         tasks.push(tokio::spawn(peers.clone().keep_refreshed()));
+        if let Some(discovery) = &discovery {
+            // Announced before start returns, so peers find it at once.
+            if let Err(e) = discovery.announce().await {
+                warn!(error = %e, "peer discovery: the first announcement failed; retrying");
+            }
+            tasks.push(tokio::spawn(
+                peers.clone().keep_discovering(discovery.clone()),
+            ));
+        }
     }
     info!(%http_addr, %flight_addr, tls = tls.is_some(), api_keys = keys.enabled(), kernels = eddy_kernels::backend_name(), "eddy-query started");
     Ok(Query {
@@ -163,5 +178,6 @@ pub async fn start(mut config: QueryConfig) -> Result<Query, Error> {
         tasks,
         stop_flight,
         flight: Some(flight),
+        discovery,
     })
 }

@@ -53,9 +53,18 @@ pub const QUARANTINED_SEGMENTS: &str = "eddy_query_quarantined_segments";
 pub const RECALL_ESTIMATE: &str = "eddy_query_recall_estimate";
 /// SIMD kernel backend in use.
 pub const KERNEL_BACKEND_INFO: &str = "eddy_kernel_backend_info";
+/// Fan-out legs sent to peers, by action and outcome.
+pub const FANOUT_LEGS_TOTAL: &str = "eddy_query_fanout_legs_total";
+/// Fan-out leg latency (to the first answer, hedge included), by action.
+pub const FANOUT_LEG_SECONDS: &str = "eddy_query_fanout_leg_seconds";
+/// Hedged legs (asked of a second peer), by action and which answered
+/// first.
+pub const FANOUT_HEDGES_TOTAL: &str = "eddy_query_fanout_hedges_total";
+/// Shards a fan-out found no peer to answer for, by action.
+pub const FANOUT_MISSING_SHARDS_TOTAL: &str = "eddy_query_fanout_missing_shards_total";
 
 /// Every metric name eddy-query registers.
-pub const NAMES: [&str; 22] = [
+pub const NAMES: [&str; 26] = [
     REQUESTS_TOTAL,
     LATENCY_SECONDS,
     QUERIES_TOTAL,
@@ -78,6 +87,10 @@ pub const NAMES: [&str; 22] = [
     QUARANTINED_SEGMENTS,
     RECALL_ESTIMATE,
     KERNEL_BACKEND_INFO,
+    FANOUT_LEGS_TOTAL,
+    FANOUT_LEG_SECONDS,
+    FANOUT_HEDGES_TOTAL,
+    FANOUT_MISSING_SHARDS_TOTAL,
 ];
 
 /// Metric handles of eddy-query.
@@ -129,6 +142,15 @@ pub struct QueryMetrics {
     pub recall_estimate: GaugeVec,
     /// Kernel backend in use (value 1, label = backend).
     pub kernel_backend: IntGaugeVec,
+    /// Fan-out legs by action and outcome (ok, failed: asked again of
+    /// another peer or given up, refused: a bad request).
+    pub fanout_legs: IntCounterVec,
+    /// Fan-out leg latency by action.
+    pub fanout_leg_latency: HistogramVec,
+    /// Hedged legs by action and `won` (hedge, first).
+    pub fanout_hedges: IntCounterVec,
+    /// Shards no peer answered for, by action.
+    pub fanout_missing_shards: IntCounterVec,
 }
 
 /// Latency buckets: 50 µs to ~3 s.
@@ -246,6 +268,27 @@ impl QueryMetrics {
                 "SIMD kernel backend in use",
                 &["backend"],
             )?,
+            fanout_legs: counter(
+                FANOUT_LEGS_TOTAL,
+                "Fan-out legs sent to peers, by action and outcome",
+                &["action", "outcome"],
+            )?,
+            fanout_leg_latency: histogram(
+                FANOUT_LEG_SECONDS,
+                "Fan-out leg latency to the first answer (a hedge's included), by action",
+                &["action"],
+                latency_buckets(),
+            )?,
+            fanout_hedges: counter(
+                FANOUT_HEDGES_TOTAL,
+                "Fan-out legs asked of a second peer after the hedge delay, by action and which answered first",
+                &["action", "won"],
+            )?,
+            fanout_missing_shards: counter(
+                FANOUT_MISSING_SHARDS_TOTAL,
+                "Shards a fan-out found no peer to answer for, by action",
+                &["action"],
+            )?,
         };
         metrics
             .kernel_backend
@@ -274,6 +317,9 @@ mod tests {
                 &m.tail_events,
                 &m.segment_loads,
                 &m.id_partition_conflicts,
+                &m.fanout_legs,
+                &m.fanout_hedges,
+                &m.fanout_missing_shards,
             ],
             &[
                 &m.tail_rows,
@@ -293,6 +339,7 @@ mod tests {
                 &m.segments_searched,
                 &m.ingest_to_visible,
                 &m.freshness_wait,
+                &m.fanout_leg_latency,
             ],
         );
         let named: BTreeSet<String> = NAMES.iter().map(|n| (*n).to_owned()).collect();

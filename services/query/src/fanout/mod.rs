@@ -14,9 +14,17 @@
 //! `allow_partial` answers without them, marked partial. Before it gives a
 //! shard up, a search asks every peer again what it serves (searches at
 //! the same time share one round of asking), so a node that came up since
-//! the last refresh answers at once.
+//! the last refresh answers at once. With `--peer-discovery` the peers
+//! are also found in the store's node registry (see [`discovery`]). A leg
+//! slower than most is hedged:
+//! asked of a second peer serving its shards, the first answer kept (see
+//! [`hedge`]).
 
 pub mod count;
+pub mod discovery;
+#[cfg(test)]
+mod fake_peer;
+pub mod hedge;
 pub mod leg;
 pub mod read;
 
@@ -33,8 +41,10 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tracing::{debug, info, warn};
 
 use crate::error::ApiError;
+use crate::metrics::QueryMetrics;
 use crate::prepared::{PreparedSearch, QueryBatch};
 use crate::results::Hit;
+use hedge::{HedgePolicy, Hedger};
 use leg::{LegAnswer, LegRequest};
 
 /// The Flight action a node answers with the shards it serves.
@@ -62,6 +72,8 @@ pub struct PeerOptions {
     pub refresh: Duration,
     /// Longest one call to a peer may take.
     pub timeout: Duration,
+    /// When a slow leg is asked of a second peer as well.
+    pub hedge: HedgePolicy,
 }
 
 impl std::fmt::Debug for PeerOptions {
@@ -71,6 +83,7 @@ impl std::fmt::Debug for PeerOptions {
             .field("key", &self.key.as_ref().map(|_| "<redacted>"))
             .field("refresh", &self.refresh)
             .field("timeout", &self.timeout)
+            .field("hedge", &self.hedge)
             .finish()
     }
 }
@@ -91,10 +104,42 @@ struct Peer {
     view: RwLock<View>,
 }
 
+impl Peer {
+    /// The peer at `url`, connected lazily with `opts`' timeout and CA.
+    fn connect(url: &str, opts: &PeerOptions) -> Result<Self, ApiError> {
+        let bad = |e: &dyn std::fmt::Display| {
+            ApiError::BadRequest(format!("peer {url:?} is not a usable Flight URL: {e}"))
+        };
+        let mut endpoint = Endpoint::from_shared(url.to_owned())
+            .map_err(|e| bad(&e))?
+            .connect_timeout(Duration::from_secs(2))
+            .timeout(opts.timeout);
+        if url.starts_with("https://") {
+            let mut tls = ClientTlsConfig::new();
+            if let Some(ca) = &opts.ca_pem {
+                tls = tls.ca_certificate(Certificate::from_pem(ca));
+            }
+            endpoint = endpoint.tls_config(tls).map_err(|e| bad(&e))?;
+        }
+        Ok(Self {
+            url: url.to_owned(),
+            channel: endpoint.connect_lazy(),
+            view: RwLock::new(View::default()),
+        })
+    }
+}
+
+/// The peers at one moment: legs of one call index into it.
+type PeerList = Arc<Vec<Arc<Peer>>>;
+
 /// The other query nodes this one fans searches out to.
 #[derive(Debug)]
 pub struct Peers {
-    peers: Vec<Peer>,
+    /// The current peers: `--peers`, and those found in the store's node
+    /// registry (see [`discovery`]).
+    peers: RwLock<PeerList>,
+    /// How new peers are connected.
+    connect: PeerOptions,
     key: Option<String>,
     refresh: Duration,
     /// Rotates the first choice among equal peers, spreading legs.
@@ -103,6 +148,9 @@ pub struct Peers {
     refreshed: parking_lot::Mutex<Option<Instant>>,
     /// Held by a search's refresh, so concurrent ones share one.
     refreshing: tokio::sync::Mutex<()>,
+    /// When legs are hedged.
+    hedger: Arc<Hedger>,
+    metrics: QueryMetrics,
 }
 
 /// What the fan-out of one search gathered.
@@ -117,43 +165,70 @@ pub struct Gathered {
 }
 
 impl Peers {
-    /// Peers at `opts.urls` (connected lazily).
-    pub fn new(opts: &PeerOptions) -> Result<Self, ApiError> {
-        let mut peers = Vec::with_capacity(opts.urls.len());
-        for url in &opts.urls {
-            let bad = |e: &dyn std::fmt::Display| {
-                ApiError::BadRequest(format!("peer {url:?} is not a usable Flight URL: {e}"))
-            };
-            let mut endpoint = Endpoint::from_shared(url.clone())
-                .map_err(|e| bad(&e))?
-                .connect_timeout(Duration::from_secs(2))
-                .timeout(opts.timeout);
-            if url.starts_with("https://") {
-                let mut tls = ClientTlsConfig::new();
-                if let Some(ca) = &opts.ca_pem {
-                    tls = tls.ca_certificate(Certificate::from_pem(ca));
-                }
-                endpoint = endpoint.tls_config(tls).map_err(|e| bad(&e))?;
-            }
-            peers.push(Peer {
-                url: url.clone(),
-                channel: endpoint.connect_lazy(),
-                view: RwLock::new(View::default()),
-            });
-        }
+    /// Peers at `opts.urls` (connected lazily); legs are counted in
+    /// `metrics`.
+    pub fn new(opts: &PeerOptions, metrics: QueryMetrics) -> Result<Self, ApiError> {
+        let peers = opts
+            .urls
+            .iter()
+            .map(|url| Peer::connect(url, opts).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
-            peers,
+            peers: RwLock::new(Arc::new(peers)),
+            connect: opts.clone(),
             key: opts.key.clone(),
             refresh: opts.refresh,
             next: AtomicUsize::new(0),
             refreshed: parking_lot::Mutex::new(None),
             refreshing: tokio::sync::Mutex::new(()),
+            hedger: Arc::new(Hedger::new(opts.hedge)),
+            metrics,
         })
     }
 
-    /// Whether there are any.
+    /// The peers now.
+    fn list(&self) -> PeerList {
+        self.peers.read().clone()
+    }
+
+    /// Whether there are any now.
     pub fn is_empty(&self) -> bool {
-        self.peers.is_empty()
+        self.peers.read().is_empty()
+    }
+
+    /// Makes the peers `--peers` plus `found` (Flight URLs, this node's own
+    /// left out by the caller): peers still named keep their connection and
+    /// view, new ones are connected, the others are let go. Whether any
+    /// peer came or went.
+    fn set_found(&self, found: &BTreeSet<String>) -> bool {
+        let current = self.list();
+        let wanted: BTreeSet<&String> = self.connect.urls.iter().chain(found).collect();
+        let unchanged =
+            current.len() == wanted.len() && current.iter().all(|p| wanted.contains(&p.url));
+        if unchanged {
+            return false;
+        }
+        let mut next = Vec::with_capacity(wanted.len());
+        for url in wanted {
+            match current.iter().find(|p| &p.url == url) {
+                Some(p) => next.push(p.clone()),
+                None => match Peer::connect(url, &self.connect) {
+                    Ok(p) => {
+                        info!(peer = %url, "peer found in the store");
+                        next.push(Arc::new(p));
+                    }
+                    Err(e) => warn!(peer = %url, error = %e, "a node announced an unusable URL"),
+                },
+            }
+        }
+        for gone in current
+            .iter()
+            .filter(|p| !next.iter().any(|n| n.url == p.url))
+        {
+            info!(peer = %gone.url, "peer gone from the store");
+        }
+        *self.peers.write() = Arc::new(next);
+        true
     }
 
     /// Asks every peer what it serves, every refresh period, until the
@@ -168,7 +243,8 @@ impl Peers {
     /// Asks every peer, at once, what it serves.
     pub async fn refresh_all(&self) {
         let started = Instant::now();
-        let asks = self.peers.iter().map(|p| self.refresh_one(p));
+        let peers = self.list();
+        let asks = peers.iter().map(|p| self.refresh_one(p));
         futures::future::join_all(asks).await;
         let mut refreshed = self.refreshed.lock();
         if refreshed.is_none_or(|at| at < started) {
@@ -217,66 +293,147 @@ impl Peers {
 
     /// Calls `action` on `peer` with `body`; its one answer.
     async fn call(&self, peer: &Peer, action: &str, body: Vec<u8>) -> Result<Bytes, ApiError> {
-        let mut client = FlightClient::new(peer.channel.clone());
-        if let Some(key) = &self.key {
-            client
-                .add_header("authorization", &format!("Bearer {key}"))
-                .map_err(|e| ApiError::Internal(format!("the peer key header: {e}")))?;
-        }
-        let failed = |e: arrow_flight::error::FlightError| {
-            let status = tonic::Status::from(e);
-            match status.code() {
-                tonic::Code::InvalidArgument => ApiError::BadRequest(format!(
-                    "peer {} refused the search: {}",
-                    peer.url,
-                    status.message()
-                )),
-                _ => ApiError::Unavailable(format!(
-                    "peer {}: {} {}",
-                    peer.url,
-                    status.code(),
-                    status.message()
-                )),
+        call_peer(
+            peer.channel.clone(),
+            self.key.clone(),
+            peer.url.clone(),
+            action.to_owned(),
+            body,
+        )
+        .await
+    }
+
+    /// A call of `action` on `peer` that may outlive its caller (a
+    /// hedge's loser finishes on its own); its time is recorded when it
+    /// answers.
+    fn spawn_call(
+        &self,
+        peer: &Peer,
+        action: &str,
+        body: Vec<u8>,
+    ) -> tokio::task::JoinHandle<Result<Bytes, ApiError>> {
+        let call = call_peer(
+            peer.channel.clone(),
+            self.key.clone(),
+            peer.url.clone(),
+            action.to_owned(),
+            body,
+        );
+        let (hedger, action) = (self.hedger.clone(), action.to_owned());
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let answer = call.await;
+            if answer.is_ok() {
+                hedger.record(&action, started.elapsed());
             }
+            answer
+        })
+    }
+
+    /// Calls `action` on peer `first`; when it has not answered after the
+    /// hedge delay and `backup` serves the same shards, on `backup` too
+    /// (budget allowing). The first answer that is not an error wins; the
+    /// peer whose answer (or, both failing, whose error) is returned.
+    async fn call_hedged(
+        &self,
+        peers: &[Arc<Peer>],
+        action: &str,
+        first: usize,
+        backup: Option<usize>,
+        body: Vec<u8>,
+    ) -> (Result<Bytes, ApiError>, usize) {
+        self.hedger.leg_sent();
+        let delay = backup.and_then(|_| self.hedger.delay(action));
+        let (Some(backup), Some(delay)) = (backup, delay) else {
+            let started = Instant::now();
+            let answer = self.call(&peers[first], action, body).await;
+            if answer.is_ok() {
+                self.hedger.record(action, started.elapsed());
+            }
+            return (answer, first);
         };
-        let mut answers = client
-            .do_action(Action::new(action, body))
-            .await
-            .map_err(failed)?;
-        let first = answers.next().await;
-        // Read the stream to its end: a call dropped before its end is
-        // reset, and HTTP/2 refuses a connection that resets too many.
-        while let Some(more) = answers.next().await {
-            more.map_err(failed)?;
+        let joined = |r: Result<Result<Bytes, ApiError>, tokio::task::JoinError>| {
+            r.unwrap_or_else(|e| Err(ApiError::Internal(format!("a fan-out call: {e}"))))
+        };
+        let mut primary = self.spawn_call(&peers[first], action, body.clone());
+        tokio::select! {
+            answer = &mut primary => return (joined(answer), first),
+            () = tokio::time::sleep(delay) => {}
         }
-        match first {
-            Some(answer) => answer.map_err(failed),
-            None => Err(ApiError::Unavailable(format!(
-                "peer {} answered {action} with nothing",
-                peer.url
-            ))),
+        if !self.hedger.take_budget() {
+            return (joined(primary.await), first);
         }
+        debug!(peer = %peers[backup].url, action, ?delay, "hedging a slow leg");
+        let mut second = self.spawn_call(&peers[backup], action, body);
+        let hedges = &self.metrics.fanout_hedges;
+        tokio::select! {
+            answer = &mut primary => {
+                let answer = joined(answer);
+                if answer.is_ok() {
+                    hedges.with_label_values(&[action, "first"]).inc();
+                    return (answer, first);
+                }
+                hedges.with_label_values(&[action, "hedge"]).inc();
+                (joined(second.await), backup)
+            }
+            answer = &mut second => {
+                let answer = joined(answer);
+                if answer.is_ok() {
+                    hedges.with_label_values(&[action, "hedge"]).inc();
+                    return (answer, backup);
+                }
+                hedges.with_label_values(&[action, "first"]).inc();
+                (joined(primary.await), first)
+            }
+        }
+    }
+
+    /// A reachable peer other than `first`, not yet tried, that last said
+    /// it serves every one of `shards` (a leg's hedge).
+    fn backup(
+        peers: &[Arc<Peer>],
+        collection: &str,
+        shards: &[u32],
+        first: usize,
+        tried: &BTreeSet<usize>,
+    ) -> Option<usize> {
+        (0..peers.len()).find(|i| {
+            *i != first && !tried.contains(i) && {
+                let view = peers[*i].view.read();
+                view.reachable
+                    && view
+                        .served
+                        .get(collection)
+                        .is_some_and(|served| shards.iter().all(|s| served.contains(s)))
+            }
+        })
     }
 
     /// Untried peers that last said they serve `shard` of `collection`:
     /// the reachable ones, in the rotation's order; when none is, the
     /// unreachable ones (a failure may have passed since, and asking is
     /// the only way left to answer whole).
-    fn serving(&self, collection: &str, shard: u32, tried: &BTreeSet<usize>) -> Vec<usize> {
-        let n = self.peers.len();
+    fn serving(
+        &self,
+        peers: &[Arc<Peer>],
+        collection: &str,
+        shard: u32,
+        tried: &BTreeSet<usize>,
+    ) -> Vec<usize> {
+        let n = peers.len();
         let start = self.next.load(Ordering::Relaxed);
         let (reachable, unreachable): (Vec<usize>, Vec<usize>) = (0..n)
             .map(|i| (start + i) % n)
             .filter(|i| !tried.contains(i))
             .filter(|i| {
-                self.peers[*i]
+                peers[*i]
                     .view
                     .read()
                     .served
                     .get(collection)
                     .is_some_and(|s| s.contains(&shard))
             })
-            .partition(|i| self.peers[*i].view.read().reachable);
+            .partition(|i| peers[*i].view.read().reachable);
         if reachable.is_empty() {
             unreachable
         } else {
@@ -290,6 +447,7 @@ impl Peers {
     /// out.
     fn plan(
         &self,
+        peers: &[Arc<Peer>],
         collection: &str,
         shards: &BTreeSet<u32>,
         tried: &BTreeSet<usize>,
@@ -299,12 +457,12 @@ impl Peers {
         loop {
             let mut by_peer: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
             for s in &left {
-                for p in self.serving(collection, *s, tried) {
+                for p in self.serving(peers, collection, *s, tried) {
                     by_peer.entry(p).or_default().push(*s);
                 }
             }
             // Most shards first; among equals, the rotation's first choice.
-            let n = self.peers.len().max(1);
+            let n = peers.len().max(1);
             let start = self.next.load(Ordering::Relaxed) % n;
             let rank = |p: usize| (p + n - start) % n;
             let best = by_peer
@@ -376,11 +534,12 @@ impl Peers {
         mut take: impl FnMut(A),
     ) -> Result<Vec<u32>, ApiError> {
         let began = Instant::now();
+        let peers = self.list();
         let mut left: BTreeSet<u32> = shards.iter().copied().collect();
         let mut tried = BTreeSet::new();
         let mut refreshed = false;
         while !left.is_empty() {
-            let plan = self.plan(collection, &left, &tried);
+            let plan = self.plan(&peers, collection, &left, &tried);
             if plan.is_empty() {
                 // The views may be older than a node that came up since:
                 // ask again, once, before giving the shards up.
@@ -393,16 +552,42 @@ impl Peers {
             }
             let legs = plan.iter().map(|(peer, leg_shards)| {
                 let body = body_for(leg_shards);
+                let backup = Self::backup(&peers, collection, leg_shards, *peer, &tried);
+                let peers = &peers;
                 async move {
-                    let bytes = self.call(&self.peers[*peer], action, body?).await?;
-                    serde_json::from_slice::<A>(&bytes).map_err(|e| {
-                        ApiError::Unavailable(format!("a peer's {action} answer: {e}"))
-                    })
+                    let body = match body {
+                        Ok(body) => body,
+                        Err(e) => return (Err(e), *peer),
+                    };
+                    let started = Instant::now();
+                    let (bytes, by) = self.call_hedged(peers, action, *peer, backup, body).await;
+                    let answer = bytes.and_then(|bytes| {
+                        serde_json::from_slice::<A>(&bytes).map_err(|e| {
+                            ApiError::Unavailable(format!("a peer's {action} answer: {e}"))
+                        })
+                    });
+                    if answer.is_ok() {
+                        self.metrics
+                            .fanout_leg_latency
+                            .with_label_values(&[action])
+                            .observe(started.elapsed().as_secs_f64());
+                    }
+                    (answer, by)
                 }
             });
             let answers = futures::future::join_all(legs).await;
-            for ((peer, leg_shards), answer) in plan.into_iter().zip(answers) {
+            for ((peer, leg_shards), (answer, by)) in plan.into_iter().zip(answers) {
                 tried.insert(peer);
+                tried.insert(by);
+                let outcome = match &answer {
+                    Ok(_) => "ok",
+                    Err(ApiError::BadRequest(_)) => "refused",
+                    Err(_) => "failed",
+                };
+                self.metrics
+                    .fanout_legs
+                    .with_label_values(&[action, outcome])
+                    .inc();
                 match answer {
                     Ok(answer) => {
                         for s in &leg_shards {
@@ -412,20 +597,78 @@ impl Peers {
                     }
                     Err(e @ ApiError::BadRequest(_)) => return Err(e),
                     Err(e) => {
-                        let p = &self.peers[peer];
+                        let p = &peers[by];
                         warn!(peer = %p.url, shards = ?leg_shards, error = %e, "a fan-out leg failed: asking another peer");
                         p.view.write().reachable = false;
                     }
                 }
             }
         }
+        if !left.is_empty() {
+            self.metrics
+                .fanout_missing_shards
+                .with_label_values(&[action])
+                .inc_by(left.len() as u64);
+        }
         Ok(left.into_iter().collect())
+    }
+}
+
+/// Calls `action` on the peer at `url` (over `channel`, presenting `key`)
+/// with `body`; its one answer. A refusal as invalid is a bad request (the
+/// caller's); any other failure leaves the peer's shards to another.
+async fn call_peer(
+    channel: Channel,
+    key: Option<String>,
+    url: String,
+    action: String,
+    body: Vec<u8>,
+) -> Result<Bytes, ApiError> {
+    let mut client = FlightClient::new(channel);
+    if let Some(key) = &key {
+        client
+            .add_header("authorization", &format!("Bearer {key}"))
+            .map_err(|e| ApiError::Internal(format!("the peer key header: {e}")))?;
+    }
+    let failed = |e: arrow_flight::error::FlightError| {
+        let status = tonic::Status::from(e);
+        match status.code() {
+            tonic::Code::InvalidArgument => ApiError::BadRequest(format!(
+                "peer {url} refused the search: {}",
+                status.message()
+            )),
+            _ => ApiError::Unavailable(format!(
+                "peer {url}: {} {}",
+                status.code(),
+                status.message()
+            )),
+        }
+    };
+    let mut answers = client
+        .do_action(Action::new(action.clone(), body))
+        .await
+        .map_err(failed)?;
+    let first = answers.next().await;
+    // Read the stream to its end: a call dropped before its end is
+    // reset, and HTTP/2 refuses a connection that resets too many.
+    while let Some(more) = answers.next().await {
+        more.map_err(failed)?;
+    }
+    match first {
+        Some(answer) => answer.map_err(failed),
+        None => Err(ApiError::Unavailable(format!(
+            "peer {url} answered {action} with nothing"
+        ))),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn metrics() -> QueryMetrics {
+        QueryMetrics::new(&prometheus::Registry::new()).expect("metrics")
+    }
 
     fn peers(served: &[(bool, &[u32])]) -> Peers {
         let opts = PeerOptions {
@@ -436,8 +679,8 @@ mod tests {
             timeout: Duration::from_secs(1),
             ..PeerOptions::default()
         };
-        let peers = Peers::new(&opts).expect("peers");
-        for (peer, (reachable, shards)) in peers.peers.iter().zip(served) {
+        let peers = Peers::new(&opts, metrics()).expect("peers");
+        for (peer, (reachable, shards)) in peers.list().iter().zip(served) {
             *peer.view.write() = View {
                 reachable: *reachable,
                 served: HashMap::from([("c".to_owned(), shards.to_vec())]),
@@ -454,20 +697,75 @@ mod tests {
         let peers = peers(&[(true, &[1]), (true, &[1, 2]), (false, &[2, 3])]);
         let wanted: BTreeSet<u32> = [1, 2, 3].into();
         assert_eq!(
-            peers.plan("c", &wanted, &BTreeSet::new()),
+            peers.plan(&peers.list(), "c", &wanted, &BTreeSet::new()),
             vec![(1, vec![1, 2]), (2, vec![3])]
         );
         assert_eq!(
-            peers.plan("c", &wanted, &[1].into()),
+            peers.plan(&peers.list(), "c", &wanted, &[1].into()),
             vec![(2, vec![2, 3]), (0, vec![1])],
             "shard 2's other peer is tried though unreachable"
         );
         assert_eq!(
-            peers.plan("c", &wanted, &[1, 2].into()),
+            peers.plan(&peers.list(), "c", &wanted, &[1, 2].into()),
             vec![(0, vec![1])],
             "nobody else serves shards 2 and 3"
         );
-        assert!(peers.plan("other", &wanted, &BTreeSet::new()).is_empty());
+        assert!(peers
+            .plan(&peers.list(), "other", &wanted, &BTreeSet::new())
+            .is_empty());
+    }
+
+    /// A leg whose peer stalls is asked of a replica serving the same
+    /// shard once the hedge delay has passed, and the replica's answer is
+    /// the one used (the stalled call is left to finish); a leg whose peer
+    /// answers in time is not hedged.
+    #[tokio::test]
+    async fn a_stalled_leg_is_hedged_to_a_replica() {
+        use fake_peer::FakePeer;
+        use serde_json::json;
+        let served = json!({"c": [1]});
+        let stalled = FakePeer::start(
+            served.clone(),
+            json!({"count": 1, "offsets": {}}),
+            Duration::from_secs(600),
+        )
+        .await;
+        let replica =
+            FakePeer::start(served, json!({"count": 2, "offsets": {}}), Duration::ZERO).await;
+        let metrics = metrics();
+        let opts = PeerOptions {
+            urls: vec![stalled.url.clone(), replica.url.clone()],
+            refresh: Duration::from_secs(3600),
+            timeout: Duration::from_secs(3600),
+            hedge: HedgePolicy::After(Duration::from_secs(1)),
+            ..PeerOptions::default()
+        };
+        let peers = Peers::new(&opts, metrics.clone()).expect("peers");
+        peers.refresh_all().await;
+        let hedges = |won: &str| {
+            metrics
+                .fanout_hedges
+                .with_label_values(&[COUNT_SHARDS, won])
+                .get()
+        };
+
+        // The rotation asks the stalled peer first.
+        let counted = peers.count("c", &[1], None).await.expect("count");
+        assert_eq!(counted.count, 2, "the replica answered");
+        assert!(counted.missing.is_empty());
+        assert_eq!((stalled.calls(), replica.calls()), (1, 1));
+        assert_eq!((hedges("hedge"), hedges("first")), (1, 0));
+
+        // Then the replica first: it answers before any hedge.
+        let counted = peers.count("c", &[1], None).await.expect("count");
+        assert_eq!(counted.count, 2);
+        assert_eq!((stalled.calls(), replica.calls()), (1, 2));
+        assert_eq!(hedges("hedge"), 1, "no second hedge");
+        let ok = metrics
+            .fanout_legs
+            .with_label_values(&[COUNT_SHARDS, "ok"])
+            .get();
+        assert_eq!(ok, 2);
     }
 
     /// Equal peers take turns being asked first.
@@ -476,7 +774,7 @@ mod tests {
         let peers = peers(&[(true, &[1]), (true, &[1])]);
         let wanted: BTreeSet<u32> = [1].into();
         let first: Vec<usize> = (0..4)
-            .map(|_| peers.plan("c", &wanted, &BTreeSet::new())[0].0)
+            .map(|_| peers.plan(&peers.list(), "c", &wanted, &BTreeSet::new())[0].0)
             .collect();
         assert_eq!(first, [0, 1, 0, 1]);
     }

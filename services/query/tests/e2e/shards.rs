@@ -344,14 +344,62 @@ pub async fn split_collection_is_served_whole_and_by_shard(
     eprintln!("step: a peer back at its address answers at once");
     back.shutdown().await;
     lone.shutdown().await;
+
+    // Peers found in the store, no --peers: shard 1's node announces
+    // itself in the node registry, shard 0's finds it there and answers
+    // whole; a clean stop withdraws the record.
+    let discover = ["--peer-discovery", "--peer-discovery-ms", "100"];
+    let announced = start_node(
+        cluster,
+        &store,
+        &[&["--shards", "1"][..], &discover].concat(),
+    )
+    .await;
+    let finder = start_node(
+        cluster,
+        &store,
+        &[&["--shards", "0"][..], &discover].concat(),
+    )
+    .await;
+    let registry = cluster.open_store();
+    let urls = |nodes: Vec<eddy_manifest::NodeRecord>| -> Vec<String> {
+        nodes.into_iter().map(|n| n.flight_url).collect()
+    };
+    let mut both = vec![
+        format!("http://{}", announced.flight_addr()),
+        format!("http://{}", finder.flight_addr()),
+    ];
+    both.sort();
+    assert_eq!(urls(registry.announced_nodes().expect("registry")), both);
+    let finder_http = format!("http://{}", finder.http_addr());
+    wait_fanned_out(&finder_http, collection).await;
+    answers_exactly(&finder_http, collection, &all, &min_offsets).await;
+    reads_reach_every_shard(&finder_http, collection, &all).await;
+    eprintln!("step: a peer found in the store answers");
+    announced.shutdown().await;
+    assert_eq!(
+        urls(registry.announced_nodes().expect("registry")),
+        [format!("http://{}", finder.flight_addr())],
+        "a stopped node withdraws its record"
+    );
+    let whole = client
+        .post(format!("{finder_http}/v1/collections/{collection}/search"))
+        .json(&json!({"vector": vector(1), "k": 10}))
+        .send()
+        .await
+        .expect("search");
+    assert_eq!(whole.status().as_u16(), 503, "no node serves shard 1 now");
+    finder.shutdown().await;
 }
 
 /// Through a node serving one shard (with peers for the other): every
 /// point is read by id with its vector and payload, an unknown id is not
 /// found, and a scroll pages through every point of both shards in id
-/// order, once each, filtered too.
+/// order, once each, filtered too. Points from 900,000 on were published
+/// later, with the payload `{"kind": "new", "i": 0}`.
 async fn reads_reach_every_shard(http: &str, collection: &str, points: &BTreeMap<u64, Vec<f32>>) {
     let client = reqwest::Client::new();
+    let payload_i = |id: u64| if id < 900_000 { id } else { 0 };
     for (id, v) in points {
         let r: Value = client
             .get(format!("{http}/v1/collections/{collection}/points/{id}"))
@@ -362,7 +410,7 @@ async fn reads_reach_every_shard(http: &str, collection: &str, points: &BTreeMap
             .await
             .expect("json");
         assert_eq!(r["id"], json!(id), "point {id}: {r}");
-        assert_eq!(r["payload"]["i"], json!(id), "point {id}: {r}");
+        assert_eq!(r["payload"]["i"], json!(payload_i(*id)), "point {id}: {r}");
         let got: Vec<f32> = serde_json::from_value(r["vector"].clone()).expect("vector");
         assert_eq!(&got, v, "point {id}'s vector");
     }
@@ -392,12 +440,16 @@ async fn reads_reach_every_shard(http: &str, collection: &str, points: &BTreeMap
             let id = p["id"].as_u64().expect("id");
             let got: Vec<f32> = serde_json::from_value(p["vector"].clone()).expect("vector");
             assert_eq!(&got, &points[&id], "scrolled point {id}'s vector");
-            assert_eq!(p["payload"]["i"], json!(id), "{p}");
+            assert_eq!(p["payload"]["i"], json!(payload_i(id)), "{p}");
         }
     }
     let k1 = json!({"filter": {"must": [{"key": "kind", "match": {"value": "k1"}}]}, "with_payload": false});
     let (ids, _) = scroll_ids(http, collection, &k1, 9).await;
-    let want: Vec<u64> = points.keys().copied().filter(|id| id % 3 == 1).collect();
+    let want: Vec<u64> = points
+        .keys()
+        .copied()
+        .filter(|id| *id < 900_000 && id % 3 == 1)
+        .collect();
     assert_eq!(ids, want, "filtered scroll");
 }
 
