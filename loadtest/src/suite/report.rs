@@ -322,13 +322,14 @@ fn other_modes(r: &SuiteReport) -> Section {
 
 fn mixed(r: &SuiteReport) -> Section {
     let mut s = Section::new("Mixed read/write and freshness");
-    s.text(format!("A background writer upserts base rows at each rate ({}) while {} closed-loop HTTP workers search, and freshness probes (10/s, one protobuf event each) re-publish rows and poll until the new version is served. Broker → visible runs from the broker's timestamp (named in the table) to the first answer holding the event; produce → visible from the send. Cores: CPU seconds over wall seconds of each process during the phase; the broker runs on the same 2 cores here, so its share is taken from eddy.",
+    s.text(format!("A background writer upserts base rows at each rate ({}) while {} closed-loop HTTP workers search, and freshness probes (10/s, one protobuf event each) re-publish rows and poll until the new version is served. Each mixed phase is compared with the same loop, read-only (no writer, no probes), run just before it. Broker → visible runs from the broker's timestamp (named in the table) to the first answer holding the event; produce → visible from the send. Cores: CPU seconds over wall seconds of each process during the phase; the broker runs on the same 2 cores here, so its share is taken from eddy.",
         if r.write_batch > 1 { format!("Arrow batches of up to {} points", r.write_batch) } else { "one protobuf event per point".to_owned() },
         r.workers));
     let mut t = Table::new(&[
         "write rate",
         "writer achieved",
         "q/s",
+        "read-only just before",
         "of read-only",
         "recall@10",
         "probes visible",
@@ -355,6 +356,7 @@ fn mixed(r: &SuiteReport) -> Section {
                 .as_ref()
                 .map_or("-".into(), |w| format!("{:.0}/s", w.events_per_s)),
             p.map_or("-".into(), |p| format!("{:.0}", p.queries_per_s)),
+            m.read_only_qps.map_or("-".into(), |q| format!("{q:.0}")),
             m.ratio_to_read_only
                 .map_or("-".into(), |x| format!("{x:.2}×")),
             p.and_then(|p| p.recall)

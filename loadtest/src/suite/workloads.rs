@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::matched::{mean_spread, Curve, CurvePoint};
 use crate::dataset::Truth;
-use crate::driver::{self, Api, Load, PhaseResult, QueryArgs, Report};
+use crate::driver::{self, Api, PhaseResult, QueryArgs, Report};
 use crate::encode::Format;
 use crate::http::QueryClient;
 use crate::process::cpu_seconds;
@@ -86,7 +86,11 @@ pub struct Mixed {
     pub write_rate: f64,
     /// The driver's report (phase, freshness, writer).
     pub report: Report,
-    /// Query throughput over the read-only saturating closed loop's.
+    /// The same closed loop without writer or probes, run just before
+    /// (q/s): the reference the mixed phase is compared with, so drift
+    /// over the suite's run does not enter the ratio.
+    pub read_only_qps: Option<f64>,
+    /// Query throughput over `read_only_qps`.
     pub ratio_to_read_only: Option<f64>,
     /// Cores each accounted process used over the phase (CPU seconds over
     /// wall seconds).
@@ -218,16 +222,20 @@ pub async fn run(target: &Target, plan: &Plan) -> anyhow::Result<EddyRuns> {
             plan.dataset.display()
         ));
     }
-    let read_only = out
-        .load
-        .iter()
-        .find(|p| matches!(p.load, Load::Closed { .. }))
-        .map(|p| p.queries_per_s);
     for &rate in &plan.write_rates {
         let mut a = QueryArgs {
             workers: plan.workers,
             warmup: 0.0,
             ..base(Api::Http)
+        };
+        // The reference: the same loop, read-only, right before (an A/B
+        // pair per rate, as the sweeps alternate).
+        let read_only = match driver::drive(&a).await {
+            Ok(report) => report.phases.first().map(|p| p.queries_per_s),
+            Err(e) => {
+                tracing::warn!(error = format!("{e:#}"), "read-only reference failed");
+                None
+            }
         };
         a.side.brokers = Some(target.brokers.clone());
         a.side.topic = Some(target.topic.clone());
@@ -243,6 +251,7 @@ pub async fn run(target: &Target, plan: &Plan) -> anyhow::Result<EddyRuns> {
                 let qps = report.phases.first().map(|p| p.queries_per_s);
                 out.mixed.push(Mixed {
                     write_rate: rate,
+                    read_only_qps: read_only,
                     ratio_to_read_only: qps.zip(read_only).map(|(q, r)| q / r.max(1e-9)),
                     cpu_cores: cpu.cores(),
                     report,

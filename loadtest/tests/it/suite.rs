@@ -114,6 +114,10 @@ async fn the_suite_runs_every_workload_and_writes_its_report() {
         assert_eq!((f.visible, f.timed_out), (3, 0), "at {}/s", m.write_rate);
         assert_eq!(f.timeline.len(), 3, "one point per visible probe");
         assert!(m.ratio_to_read_only.is_some());
+        assert!(
+            m.read_only_qps.is_some_and(|q| q > 0.0),
+            "a read-only reference beside each mixed phase"
+        );
     }
     assert!(
         !runs.notes.iter().any(|n| n.contains("mixed")),
