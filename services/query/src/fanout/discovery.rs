@@ -13,6 +13,7 @@ use std::time::Duration;
 use eddy_manifest::Store;
 use tracing::{info, warn};
 
+use super::peer::Peer;
 use super::Peers;
 
 /// How this node takes part in the node registry.
@@ -100,5 +101,40 @@ impl Peers {
             }
             tokio::time::sleep(discovery.every).await;
         }
+    }
+
+    /// Makes the peers `--peers` plus `found` (Flight URLs, this node's own
+    /// left out by the caller): peers still named keep their connection and
+    /// view, new ones are connected, the others are let go. Whether any
+    /// peer came or went.
+    fn set_found(&self, found: &BTreeSet<String>) -> bool {
+        let current = self.list();
+        let wanted: BTreeSet<&String> = self.connect.urls.iter().chain(found).collect();
+        let unchanged =
+            current.len() == wanted.len() && current.iter().all(|p| wanted.contains(&p.url));
+        if unchanged {
+            return false;
+        }
+        let mut next = Vec::with_capacity(wanted.len());
+        for url in wanted {
+            match current.iter().find(|p| &p.url == url) {
+                Some(p) => next.push(p.clone()),
+                None => match Peer::connect(url, &self.connect) {
+                    Ok(p) => {
+                        info!(peer = %url, "peer found in the store");
+                        next.push(Arc::new(p));
+                    }
+                    Err(e) => warn!(peer = %url, error = %e, "a node announced an unusable URL"),
+                },
+            }
+        }
+        for gone in current
+            .iter()
+            .filter(|p| !next.iter().any(|n| n.url == p.url))
+        {
+            info!(peer = %gone.url, "peer gone from the store");
+        }
+        *self.peers.write() = Arc::new(next);
+        true
     }
 }

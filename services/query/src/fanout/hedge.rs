@@ -14,9 +14,17 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Instant;
 
-use super::{COUNT_SHARDS, GET_POINT_SHARDS, SCROLL_SHARDS, SEARCH_SHARDS};
+use bytes::Bytes;
+use parking_lot::Mutex;
+use tracing::debug;
+
+use super::peer::{call_peer, Peer};
+use super::{Peers, COUNT_SHARDS, GET_POINT_SHARDS, SCROLL_SHARDS, SEARCH_SHARDS};
+use crate::error::ApiError;
 
 /// When a leg is hedged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -163,9 +171,120 @@ impl Hedger {
     }
 }
 
+/// Hedged calls of a fan-out leg.
+impl Peers {
+    /// A call of `action` on `peer` that may outlive its caller (a
+    /// hedge's loser finishes on its own); its time is recorded when it
+    /// answers.
+    fn spawn_call(
+        &self,
+        peer: &Peer,
+        action: &str,
+        body: Vec<u8>,
+    ) -> tokio::task::JoinHandle<Result<Bytes, ApiError>> {
+        let call = call_peer(
+            peer.channel.clone(),
+            self.key.clone(),
+            peer.url.clone(),
+            action.to_owned(),
+            body,
+        );
+        let (hedger, action) = (self.hedger.clone(), action.to_owned());
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let answer = call.await;
+            if answer.is_ok() {
+                hedger.record(&action, started.elapsed());
+            }
+            answer
+        })
+    }
+
+    /// Calls `action` on peer `first`; when it has not answered after the
+    /// hedge delay and `backup` serves the same shards, on `backup` too
+    /// (budget allowing). The first answer that is not an error wins; the
+    /// peer whose answer (or, both failing, whose error) is returned.
+    pub(super) async fn call_hedged(
+        &self,
+        peers: &[Arc<Peer>],
+        action: &str,
+        first: usize,
+        backup: Option<usize>,
+        body: Vec<u8>,
+    ) -> (Result<Bytes, ApiError>, usize) {
+        self.hedger.leg_sent();
+        let delay = backup.and_then(|_| self.hedger.delay(action));
+        let (Some(backup), Some(delay)) = (backup, delay) else {
+            let started = Instant::now();
+            let answer = self.call(&peers[first], action, body).await;
+            if answer.is_ok() {
+                self.hedger.record(action, started.elapsed());
+            }
+            return (answer, first);
+        };
+        let joined = |r: Result<Result<Bytes, ApiError>, tokio::task::JoinError>| {
+            r.unwrap_or_else(|e| Err(ApiError::Internal(format!("a fan-out call: {e}"))))
+        };
+        let mut primary = self.spawn_call(&peers[first], action, body.clone());
+        tokio::select! {
+            answer = &mut primary => return (joined(answer), first),
+            () = tokio::time::sleep(delay) => {}
+        }
+        if !self.hedger.take_budget() {
+            return (joined(primary.await), first);
+        }
+        debug!(peer = %peers[backup].url, action, ?delay, "hedging a slow leg");
+        let mut second = self.spawn_call(&peers[backup], action, body);
+        let hedges = &self.metrics.fanout_hedges;
+        tokio::select! {
+            answer = &mut primary => {
+                let answer = joined(answer);
+                if answer.is_ok() {
+                    hedges.with_label_values(&[action, "first"]).inc();
+                    return (answer, first);
+                }
+                hedges.with_label_values(&[action, "hedge"]).inc();
+                (joined(second.await), backup)
+            }
+            answer = &mut second => {
+                let answer = joined(answer);
+                if answer.is_ok() {
+                    hedges.with_label_values(&[action, "hedge"]).inc();
+                    return (answer, backup);
+                }
+                hedges.with_label_values(&[action, "first"]).inc();
+                (joined(primary.await), first)
+            }
+        }
+    }
+
+    /// A reachable peer other than `first`, not yet tried, that last said
+    /// it serves every one of `shards` (a leg's hedge).
+    pub(super) fn backup(
+        peers: &[Arc<Peer>],
+        collection: &str,
+        shards: &[u32],
+        first: usize,
+        tried: &BTreeSet<usize>,
+    ) -> Option<usize> {
+        (0..peers.len()).find(|i| {
+            *i != first && !tried.contains(i) && {
+                let view = peers[*i].view.read();
+                view.reachable
+                    && view
+                        .served
+                        .get(collection)
+                        .is_some_and(|served| shards.iter().all(|s| served.contains(s)))
+            }
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fanout::PeerOptions;
+    use crate::metrics::QueryMetrics;
 
     #[test]
     fn policies_parse() {
@@ -213,5 +332,58 @@ mod tests {
             granted += u32::from(h.take_budget());
         }
         assert_eq!(granted, 10);
+    }
+
+    /// A leg whose peer stalls is asked of a replica serving the same
+    /// shard once the hedge delay has passed, and the replica's answer is
+    /// the one used (the stalled call is left to finish); a leg whose peer
+    /// answers in time is not hedged.
+    #[tokio::test]
+    async fn a_stalled_leg_is_hedged_to_a_replica() {
+        use crate::fanout::fake_peer::FakePeer;
+        use serde_json::json;
+        let served = json!({"c": [1]});
+        let stalled = FakePeer::start(
+            served.clone(),
+            json!({"count": 1, "offsets": {}}),
+            Duration::from_secs(600),
+        )
+        .await;
+        let replica =
+            FakePeer::start(served, json!({"count": 2, "offsets": {}}), Duration::ZERO).await;
+        let metrics = QueryMetrics::new(&prometheus::Registry::new()).expect("metrics");
+        let opts = PeerOptions {
+            urls: vec![stalled.url.clone(), replica.url.clone()],
+            refresh: Duration::from_secs(3600),
+            timeout: Duration::from_secs(3600),
+            hedge: HedgePolicy::After(Duration::from_secs(1)),
+            ..PeerOptions::default()
+        };
+        let peers = Peers::new(&opts, metrics.clone()).expect("peers");
+        peers.refresh_all().await;
+        let hedges = |won: &str| {
+            metrics
+                .fanout_hedges
+                .with_label_values(&[COUNT_SHARDS, won])
+                .get()
+        };
+
+        // The rotation asks the stalled peer first.
+        let counted = peers.count("c", &[1], None).await.expect("count");
+        assert_eq!(counted.count, 2, "the replica answered");
+        assert!(counted.missing.is_empty());
+        assert_eq!((stalled.calls(), replica.calls()), (1, 1));
+        assert_eq!((hedges("hedge"), hedges("first")), (1, 0));
+
+        // Then the replica first: it answers before any hedge.
+        let counted = peers.count("c", &[1], None).await.expect("count");
+        assert_eq!(counted.count, 2);
+        assert_eq!((stalled.calls(), replica.calls()), (1, 2));
+        assert_eq!(hedges("hedge"), 1, "no second hedge");
+        let ok = metrics
+            .fanout_legs
+            .with_label_values(&[COUNT_SHARDS, "ok"])
+            .get();
+        assert_eq!(ok, 2);
     }
 }

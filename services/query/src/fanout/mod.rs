@@ -26,6 +26,7 @@ pub mod discovery;
 mod fake_peer;
 pub mod hedge;
 pub mod leg;
+mod peer;
 pub mod read;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -33,11 +34,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow_flight::{Action, FlightClient};
 use bytes::Bytes;
-use futures::StreamExt;
 use parking_lot::RwLock;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tracing::{debug, info, warn};
 
 use crate::error::ApiError;
@@ -46,6 +44,7 @@ use crate::prepared::{PreparedSearch, QueryBatch};
 use crate::results::Hit;
 use hedge::{HedgePolicy, Hedger};
 use leg::{LegAnswer, LegRequest};
+use peer::{call_peer, Peer, View};
 
 /// The Flight action a node answers with the shards it serves.
 pub const SERVED_SHARDS: &str = "served_shards";
@@ -85,47 +84,6 @@ impl std::fmt::Debug for PeerOptions {
             .field("timeout", &self.timeout)
             .field("hedge", &self.hedge)
             .finish()
-    }
-}
-
-/// What a peer last said it serves.
-#[derive(Debug, Default)]
-struct View {
-    /// Whether its last refresh (or leg) succeeded.
-    reachable: bool,
-    /// Per collection, the shards it serves.
-    served: HashMap<String, Vec<u32>>,
-}
-
-#[derive(Debug)]
-struct Peer {
-    url: String,
-    channel: Channel,
-    view: RwLock<View>,
-}
-
-impl Peer {
-    /// The peer at `url`, connected lazily with `opts`' timeout and CA.
-    fn connect(url: &str, opts: &PeerOptions) -> Result<Self, ApiError> {
-        let bad = |e: &dyn std::fmt::Display| {
-            ApiError::BadRequest(format!("peer {url:?} is not a usable Flight URL: {e}"))
-        };
-        let mut endpoint = Endpoint::from_shared(url.to_owned())
-            .map_err(|e| bad(&e))?
-            .connect_timeout(Duration::from_secs(2))
-            .timeout(opts.timeout);
-        if url.starts_with("https://") {
-            let mut tls = ClientTlsConfig::new();
-            if let Some(ca) = &opts.ca_pem {
-                tls = tls.ca_certificate(Certificate::from_pem(ca));
-            }
-            endpoint = endpoint.tls_config(tls).map_err(|e| bad(&e))?;
-        }
-        Ok(Self {
-            url: url.to_owned(),
-            channel: endpoint.connect_lazy(),
-            view: RwLock::new(View::default()),
-        })
     }
 }
 
@@ -194,41 +152,6 @@ impl Peers {
     /// Whether there are any now.
     pub fn is_empty(&self) -> bool {
         self.peers.read().is_empty()
-    }
-
-    /// Makes the peers `--peers` plus `found` (Flight URLs, this node's own
-    /// left out by the caller): peers still named keep their connection and
-    /// view, new ones are connected, the others are let go. Whether any
-    /// peer came or went.
-    fn set_found(&self, found: &BTreeSet<String>) -> bool {
-        let current = self.list();
-        let wanted: BTreeSet<&String> = self.connect.urls.iter().chain(found).collect();
-        let unchanged =
-            current.len() == wanted.len() && current.iter().all(|p| wanted.contains(&p.url));
-        if unchanged {
-            return false;
-        }
-        let mut next = Vec::with_capacity(wanted.len());
-        for url in wanted {
-            match current.iter().find(|p| &p.url == url) {
-                Some(p) => next.push(p.clone()),
-                None => match Peer::connect(url, &self.connect) {
-                    Ok(p) => {
-                        info!(peer = %url, "peer found in the store");
-                        next.push(Arc::new(p));
-                    }
-                    Err(e) => warn!(peer = %url, error = %e, "a node announced an unusable URL"),
-                },
-            }
-        }
-        for gone in current
-            .iter()
-            .filter(|p| !next.iter().any(|n| n.url == p.url))
-        {
-            info!(peer = %gone.url, "peer gone from the store");
-        }
-        *self.peers.write() = Arc::new(next);
-        true
     }
 
     /// Asks every peer what it serves, every refresh period, until the
@@ -301,112 +224,6 @@ impl Peers {
             body,
         )
         .await
-    }
-
-    /// A call of `action` on `peer` that may outlive its caller (a
-    /// hedge's loser finishes on its own); its time is recorded when it
-    /// answers.
-    fn spawn_call(
-        &self,
-        peer: &Peer,
-        action: &str,
-        body: Vec<u8>,
-    ) -> tokio::task::JoinHandle<Result<Bytes, ApiError>> {
-        let call = call_peer(
-            peer.channel.clone(),
-            self.key.clone(),
-            peer.url.clone(),
-            action.to_owned(),
-            body,
-        );
-        let (hedger, action) = (self.hedger.clone(), action.to_owned());
-        tokio::spawn(async move {
-            let started = Instant::now();
-            let answer = call.await;
-            if answer.is_ok() {
-                hedger.record(&action, started.elapsed());
-            }
-            answer
-        })
-    }
-
-    /// Calls `action` on peer `first`; when it has not answered after the
-    /// hedge delay and `backup` serves the same shards, on `backup` too
-    /// (budget allowing). The first answer that is not an error wins; the
-    /// peer whose answer (or, both failing, whose error) is returned.
-    async fn call_hedged(
-        &self,
-        peers: &[Arc<Peer>],
-        action: &str,
-        first: usize,
-        backup: Option<usize>,
-        body: Vec<u8>,
-    ) -> (Result<Bytes, ApiError>, usize) {
-        self.hedger.leg_sent();
-        let delay = backup.and_then(|_| self.hedger.delay(action));
-        let (Some(backup), Some(delay)) = (backup, delay) else {
-            let started = Instant::now();
-            let answer = self.call(&peers[first], action, body).await;
-            if answer.is_ok() {
-                self.hedger.record(action, started.elapsed());
-            }
-            return (answer, first);
-        };
-        let joined = |r: Result<Result<Bytes, ApiError>, tokio::task::JoinError>| {
-            r.unwrap_or_else(|e| Err(ApiError::Internal(format!("a fan-out call: {e}"))))
-        };
-        let mut primary = self.spawn_call(&peers[first], action, body.clone());
-        tokio::select! {
-            answer = &mut primary => return (joined(answer), first),
-            () = tokio::time::sleep(delay) => {}
-        }
-        if !self.hedger.take_budget() {
-            return (joined(primary.await), first);
-        }
-        debug!(peer = %peers[backup].url, action, ?delay, "hedging a slow leg");
-        let mut second = self.spawn_call(&peers[backup], action, body);
-        let hedges = &self.metrics.fanout_hedges;
-        tokio::select! {
-            answer = &mut primary => {
-                let answer = joined(answer);
-                if answer.is_ok() {
-                    hedges.with_label_values(&[action, "first"]).inc();
-                    return (answer, first);
-                }
-                hedges.with_label_values(&[action, "hedge"]).inc();
-                (joined(second.await), backup)
-            }
-            answer = &mut second => {
-                let answer = joined(answer);
-                if answer.is_ok() {
-                    hedges.with_label_values(&[action, "hedge"]).inc();
-                    return (answer, backup);
-                }
-                hedges.with_label_values(&[action, "first"]).inc();
-                (joined(primary.await), first)
-            }
-        }
-    }
-
-    /// A reachable peer other than `first`, not yet tried, that last said
-    /// it serves every one of `shards` (a leg's hedge).
-    fn backup(
-        peers: &[Arc<Peer>],
-        collection: &str,
-        shards: &[u32],
-        first: usize,
-        tried: &BTreeSet<usize>,
-    ) -> Option<usize> {
-        (0..peers.len()).find(|i| {
-            *i != first && !tried.contains(i) && {
-                let view = peers[*i].view.read();
-                view.reachable
-                    && view
-                        .served
-                        .get(collection)
-                        .is_some_and(|served| shards.iter().all(|s| served.contains(s)))
-            }
-        })
     }
 
     /// Untried peers that last said they serve `shard` of `collection`:
@@ -614,54 +431,6 @@ impl Peers {
     }
 }
 
-/// Calls `action` on the peer at `url` (over `channel`, presenting `key`)
-/// with `body`; its one answer. A refusal as invalid is a bad request (the
-/// caller's); any other failure leaves the peer's shards to another.
-async fn call_peer(
-    channel: Channel,
-    key: Option<String>,
-    url: String,
-    action: String,
-    body: Vec<u8>,
-) -> Result<Bytes, ApiError> {
-    let mut client = FlightClient::new(channel);
-    if let Some(key) = &key {
-        client
-            .add_header("authorization", &format!("Bearer {key}"))
-            .map_err(|e| ApiError::Internal(format!("the peer key header: {e}")))?;
-    }
-    let failed = |e: arrow_flight::error::FlightError| {
-        let status = tonic::Status::from(e);
-        match status.code() {
-            tonic::Code::InvalidArgument => ApiError::BadRequest(format!(
-                "peer {url} refused the search: {}",
-                status.message()
-            )),
-            _ => ApiError::Unavailable(format!(
-                "peer {url}: {} {}",
-                status.code(),
-                status.message()
-            )),
-        }
-    };
-    let mut answers = client
-        .do_action(Action::new(action.clone(), body))
-        .await
-        .map_err(failed)?;
-    let first = answers.next().await;
-    // Read the stream to its end: a call dropped before its end is
-    // reset, and HTTP/2 refuses a connection that resets too many.
-    while let Some(more) = answers.next().await {
-        more.map_err(failed)?;
-    }
-    match first {
-        Some(answer) => answer.map_err(failed),
-        None => Err(ApiError::Unavailable(format!(
-            "peer {url} answered {action} with nothing"
-        ))),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -713,59 +482,6 @@ mod tests {
         assert!(peers
             .plan(&peers.list(), "other", &wanted, &BTreeSet::new())
             .is_empty());
-    }
-
-    /// A leg whose peer stalls is asked of a replica serving the same
-    /// shard once the hedge delay has passed, and the replica's answer is
-    /// the one used (the stalled call is left to finish); a leg whose peer
-    /// answers in time is not hedged.
-    #[tokio::test]
-    async fn a_stalled_leg_is_hedged_to_a_replica() {
-        use fake_peer::FakePeer;
-        use serde_json::json;
-        let served = json!({"c": [1]});
-        let stalled = FakePeer::start(
-            served.clone(),
-            json!({"count": 1, "offsets": {}}),
-            Duration::from_secs(600),
-        )
-        .await;
-        let replica =
-            FakePeer::start(served, json!({"count": 2, "offsets": {}}), Duration::ZERO).await;
-        let metrics = metrics();
-        let opts = PeerOptions {
-            urls: vec![stalled.url.clone(), replica.url.clone()],
-            refresh: Duration::from_secs(3600),
-            timeout: Duration::from_secs(3600),
-            hedge: HedgePolicy::After(Duration::from_secs(1)),
-            ..PeerOptions::default()
-        };
-        let peers = Peers::new(&opts, metrics.clone()).expect("peers");
-        peers.refresh_all().await;
-        let hedges = |won: &str| {
-            metrics
-                .fanout_hedges
-                .with_label_values(&[COUNT_SHARDS, won])
-                .get()
-        };
-
-        // The rotation asks the stalled peer first.
-        let counted = peers.count("c", &[1], None).await.expect("count");
-        assert_eq!(counted.count, 2, "the replica answered");
-        assert!(counted.missing.is_empty());
-        assert_eq!((stalled.calls(), replica.calls()), (1, 1));
-        assert_eq!((hedges("hedge"), hedges("first")), (1, 0));
-
-        // Then the replica first: it answers before any hedge.
-        let counted = peers.count("c", &[1], None).await.expect("count");
-        assert_eq!(counted.count, 2);
-        assert_eq!((stalled.calls(), replica.calls()), (1, 2));
-        assert_eq!(hedges("hedge"), 1, "no second hedge");
-        let ok = metrics
-            .fanout_legs
-            .with_label_values(&[COUNT_SHARDS, "ok"])
-            .get();
-        assert_eq!(ok, 2);
     }
 
     /// Equal peers take turns being asked first.
