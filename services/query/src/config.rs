@@ -319,6 +319,7 @@ impl QueryConfig {
             node_id,
             advertise: Some(advertise),
             every: Duration::from_millis(self.peer_discovery_ms.max(50)),
+            withdrawn: Default::default(),
         }))
     }
 

@@ -10,11 +10,11 @@ use eddy_filter::Filter;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::leg::LegTarget;
 use super::{Peers, COUNT_SHARDS};
 use crate::collection::Collection;
 use crate::engine::Engine;
 use crate::error::ApiError;
-use crate::prepared::ShardSet;
 
 /// A count of some shards of a split collection, as one node asks it of
 /// another.
@@ -135,18 +135,11 @@ pub async fn count_everywhere(
 pub async fn answer(engine: &Arc<Engine>, body: &[u8]) -> Result<Vec<u8>, ApiError> {
     let leg: CountLegRequest = serde_json::from_slice(body)
         .map_err(|e| ApiError::BadRequest(format!("invalid count_shards body: {e}")))?;
-    let collection = engine.collection(&leg.collection)?;
-    super::leg::check_serves(&collection, &leg.collection, &leg.shards)?;
-    let def = collection.def();
-    let filter = match &leg.filter {
-        None => None,
-        Some(v) => Some(
-            Filter::parse(v, &def.payload_fields)
-                .map_err(|e| ApiError::BadRequest(e.to_string()))?,
-        ),
-    };
-    let only = ShardSet::new(&def, leg.shards);
-    let counted = collection.clone();
+    let LegTarget {
+        collection: counted,
+        filter,
+        only,
+    } = LegTarget::open(engine, &leg.collection, leg.shards, leg.filter.as_ref())?;
     let (count, offsets) = engine
         .on_pool(move || counted.count_in(filter.as_ref(), &only))
         .await?;

@@ -27,6 +27,9 @@ pub struct Discovery {
     pub advertise: Option<String>,
     /// How often it announces itself and looks for the others.
     pub every: Duration,
+    /// Set once the node has withdrawn: held while announcing, so no
+    /// announcement already under way lands after the withdrawal.
+    pub withdrawn: Arc<parking_lot::Mutex<bool>>,
 }
 
 impl Discovery {
@@ -42,9 +45,12 @@ impl Discovery {
         let this = self.clone();
         tokio::task::spawn_blocking(move || {
             if let Some(url) = &this.advertise {
-                this.store
-                    .announce_node(&this.node_id, url, this.ttl())
-                    .map_err(|e| format!("announcing this node: {e}"))?;
+                let withdrawn = this.withdrawn.lock();
+                if !*withdrawn {
+                    this.store
+                        .announce_node(&this.node_id, url, this.ttl())
+                        .map_err(|e| format!("announcing this node: {e}"))?;
+                }
             }
             let nodes = this
                 .store
@@ -72,8 +78,12 @@ impl Discovery {
             return;
         }
         let this = self.clone();
-        let withdrawn =
-            tokio::task::spawn_blocking(move || this.store.withdraw_node(&this.node_id)).await;
+        let withdrawn = tokio::task::spawn_blocking(move || {
+            let mut withdrawn = this.withdrawn.lock();
+            *withdrawn = true;
+            this.store.withdraw_node(&this.node_id)
+        })
+        .await;
         match withdrawn {
             Ok(Ok(_)) => info!(node = %self.node_id, "withdrawn from the node registry"),
             Ok(Err(e)) => {

@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::collection::Collection;
 use crate::engine::Engine;
 use crate::error::ApiError;
-use crate::prepared::{PreparedSearch, QueryBatch};
+use crate::prepared::{PreparedSearch, QueryBatch, ShardSet};
 use crate::request::{PayloadSelector, SearchParams, SearchRequest, Vectors};
 use crate::results::{BatchResult, Hit, HitPayload};
 
@@ -216,6 +216,41 @@ pub async fn answer(engine: &Arc<Engine>, body: &[u8]) -> Result<Vec<u8>, ApiErr
             .collect(),
     };
     serde_json::to_vec(&answer).map_err(|e| ApiError::Internal(e.to_string()))
+}
+
+/// What a count, point or scroll leg reads: this node's collection, the
+/// leg's filter parsed against it, and the shards asked for.
+pub(super) struct LegTarget {
+    pub(super) collection: Arc<Collection>,
+    pub(super) filter: Option<eddy_filter::Filter>,
+    pub(super) only: ShardSet,
+}
+
+impl LegTarget {
+    /// The leg for `shards` of collection `name`, filtered by `filter` (as
+    /// the caller sent it): refused as [`check_serves`] says, or as a bad
+    /// request when the filter does not parse.
+    pub(super) fn open(
+        engine: &Engine,
+        name: &str,
+        shards: Vec<u32>,
+        filter: Option<&serde_json::Value>,
+    ) -> Result<Self, ApiError> {
+        let collection = engine.collection(name)?;
+        check_serves(&collection, name, &shards)?;
+        let def = collection.def();
+        let filter = filter
+            .map(|v| {
+                eddy_filter::Filter::parse(v, &def.payload_fields)
+                    .map_err(|e| ApiError::BadRequest(e.to_string()))
+            })
+            .transpose()?;
+        Ok(Self {
+            only: ShardSet::new(&def, shards),
+            collection,
+            filter,
+        })
+    }
 }
 
 /// Refuses (503, so the caller asks another replica) a leg for `shards` of

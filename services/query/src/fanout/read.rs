@@ -17,11 +17,11 @@ use eddy_model::PointId;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::leg::LegTarget;
 use super::{Peers, GET_POINT_SHARDS, SCROLL_SHARDS};
 use crate::collection::{Collection, PagePoint, PointRecord, ScrollPage};
 use crate::engine::Engine;
 use crate::error::ApiError;
-use crate::prepared::ShardSet;
 use crate::request::PayloadSelector;
 use crate::results::HitPayload;
 
@@ -325,9 +325,9 @@ pub fn merge_pages(first: ScrollPage, others: Vec<ScrollPage>, limit: usize) -> 
 pub async fn answer_point(engine: &Arc<Engine>, body: &[u8]) -> Result<Vec<u8>, ApiError> {
     let leg: PointLegRequest = serde_json::from_slice(body)
         .map_err(|e| ApiError::BadRequest(format!("invalid {GET_POINT_SHARDS} body: {e}")))?;
-    let collection = engine.collection(&leg.collection)?;
-    super::leg::check_serves(&collection, &leg.collection, &leg.shards)?;
-    let only = ShardSet::new(&collection.def(), leg.shards);
+    let LegTarget {
+        collection, only, ..
+    } = LegTarget::open(engine, &leg.collection, leg.shards, None)?;
     let point = collection.get(&leg.id, Some(&only)).map(|p| WirePoint {
         payload_json: serde_json::to_string(&p.payload).unwrap_or_default(),
         id: p.id,
@@ -349,17 +349,11 @@ pub async fn answer_scroll(engine: &Arc<Engine>, body: &[u8]) -> Result<Vec<u8>,
             leg.limit
         )));
     }
-    let collection = engine.collection(&leg.collection)?;
-    super::leg::check_serves(&collection, &leg.collection, &leg.shards)?;
-    let def = collection.def();
-    let filter = match &leg.filter {
-        None => None,
-        Some(v) => Some(
-            Filter::parse(v, &def.payload_fields)
-                .map_err(|e| ApiError::BadRequest(e.to_string()))?,
-        ),
-    };
-    let only = ShardSet::new(&def, leg.shards);
+    let LegTarget {
+        collection,
+        filter,
+        only,
+    } = LegTarget::open(engine, &leg.collection, leg.shards, leg.filter.as_ref())?;
     let (after, limit, with_vector) = (leg.after, leg.limit, leg.with_vector);
     let page = engine
         .on_pool(move || collection.scroll(filter.as_ref(), after.as_ref(), limit, Some(&only)))

@@ -243,25 +243,15 @@ pub async fn split_collection_is_served_whole_and_by_shard(
     // Reads it cannot answer whole are refused too, never answered from
     // shard 0 alone as if shard 1 were empty.
     let (in0, in1) = (first_id_in(&shard0, &all), first_id_not_in(&shard0, &all));
-    let got = client
-        .get(format!("{http}/v1/collections/{collection}/points/{in1}"))
-        .send()
-        .await
-        .expect("get");
+    let point =
+        |id: u64, query: &str| format!("{http}/v1/collections/{collection}/points/{id}{query}");
     assert_eq!(
-        got.status().as_u16(),
+        get_status(&point(in1, "")).await,
         503,
         "a point of shard 1 is not 'not found'"
     );
-    let got = client
-        .get(format!(
-            "{http}/v1/collections/{collection}/points/{in1}?allow_partial=true"
-        ))
-        .send()
-        .await
-        .expect("get");
     assert_eq!(
-        got.status().as_u16(),
+        get_status(&point(in1, "?allow_partial=true")).await,
         404,
         "allow_partial: not found at hand"
     );
@@ -414,15 +404,11 @@ async fn reads_reach_every_shard(http: &str, collection: &str, points: &BTreeMap
         let got: Vec<f32> = serde_json::from_value(r["vector"].clone()).expect("vector");
         assert_eq!(&got, v, "point {id}'s vector");
     }
-    let unknown = client
-        .get(format!(
+    assert_eq!(
+        get_status(&format!(
             "{http}/v1/collections/{collection}/points/77777777"
         ))
-        .send()
-        .await
-        .expect("get");
-    assert_eq!(
-        unknown.status().as_u16(),
+        .await,
         404,
         "asked everywhere, found nowhere"
     );
@@ -585,6 +571,11 @@ async fn wait_fanned_out(http: &str, collection: &str) {
         assert!(Instant::now() < deadline, "never answered whole: {status}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// The status of a GET of `url`.
+async fn get_status(url: &str) -> u16 {
+    reqwest::get(url).await.expect("get").status().as_u16()
 }
 
 /// POSTs `body` to `url`; the JSON answer.
