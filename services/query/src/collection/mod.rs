@@ -3,6 +3,7 @@
 //! fields are private: the watcher installs snapshots, the tail applies
 //! events, and searches read, each through a method here.
 
+mod scroll;
 mod search;
 mod shadow;
 mod snapshot;
@@ -17,10 +18,11 @@ use eddy_segment::{Growing, SCAN_CODES_FROM_ROWS};
 use parking_lot::RwLock;
 use tokio::time::Instant;
 
+pub use scroll::{PagePoint, ScrollPage};
 pub use search::PointRecord;
 pub use shadow::Shadows;
 pub use snapshot::{LoadedSegment, Quarantined, Snapshot};
-pub use view::{LiveView, PagePoint, ScrollPage, ViewPoint};
+pub use view::{LiveView, ViewPoint};
 
 /// What a collection serves: the installed snapshot plus the tail;
 /// everything a query reads, changed only under the write lock.
