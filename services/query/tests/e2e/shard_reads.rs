@@ -15,17 +15,9 @@ pub async fn reads_reach_every_shard(
     collection: &str,
     points: &BTreeMap<u64, Vec<f32>>,
 ) {
-    let client = reqwest::Client::new();
     let payload_i = |id: u64| if id < 900_000 { id } else { 0 };
     for (id, v) in points {
-        let r: Value = client
-            .get(format!("{http}/v1/collections/{collection}/points/{id}"))
-            .send()
-            .await
-            .expect("get")
-            .json()
-            .await
-            .expect("json");
+        let r = get_json(&format!("{http}/v1/collections/{collection}/points/{id}")).await;
         assert_eq!(r["id"], json!(id), "point {id}: {r}");
         assert_eq!(r["payload"]["i"], json!(payload_i(*id)), "point {id}: {r}");
         let got: Vec<f32> = serde_json::from_value(r["vector"].clone()).expect("vector");
@@ -112,6 +104,16 @@ pub fn first_id_not_in(shard: &BTreeMap<u64, Vec<f32>>, all: &BTreeMap<u64, Vec<
     *all.keys()
         .find(|id| !shard.contains_key(id))
         .expect("a point elsewhere")
+}
+
+/// The JSON answer of a GET of `url`.
+pub async fn get_json(url: &str) -> Value {
+    reqwest::get(url)
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json")
 }
 
 /// The status of a GET of `url`.

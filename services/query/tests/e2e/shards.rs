@@ -20,7 +20,7 @@ use crate::cluster::{
     Cluster,
 };
 use crate::shard_reads::{
-    first_id_in, first_id_not_in, get_status, post, reads_reach_every_shard, scroll_ids,
+    first_id_in, first_id_not_in, get_json, get_status, post, reads_reach_every_shard, scroll_ids,
 };
 use crate::{flight_reads, http_api};
 
@@ -258,14 +258,7 @@ pub async fn split_collection_is_served_whole_and_by_shard(
         404,
         "allow_partial: not found at hand"
     );
-    let r: Value = client
-        .get(format!("{http}/v1/collections/{collection}/points/{in0}"))
-        .send()
-        .await
-        .expect("get")
-        .json()
-        .await
-        .expect("json");
+    let r = get_json(&point(in0, "")).await;
     assert_eq!(r["id"], json!(in0), "a point at hand is read: {r}");
     let scroll = client
         .post(format!("{http}/v1/collections/{collection}/scroll"))
