@@ -125,6 +125,44 @@ fn body<T>(payload: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
     })
 }
 
+/// A JSON request body for the hot paths (search, batch search): parsed in
+/// one plain `serde_json` pass. axum's `Json` tracks the path of every
+/// value it parses, for its error messages, which costs ~11 µs on a
+/// 384-float vector (7.5 % of the server's CPU for one search at ef 64);
+/// here only a body that fails, or one whose content type is not plainly
+/// `application/json`, goes through `Json`, so errors read as before.
+pub(super) struct FastJson<T>(pub T);
+
+impl<T, S> axum::extract::FromRequest<S> for FastJson<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = JsonRejection;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
+        if !plainly_json(req.headers()) {
+            let Json(t) = Json::<T>::from_request(req, state).await?;
+            return Ok(Self(t));
+        }
+        let bytes = bytes::Bytes::from_request(req, state).await?;
+        match serde_json::from_slice(&bytes) {
+            Ok(t) => Ok(Self(t)),
+            Err(_) => Json::<T>::from_bytes(&bytes).map(|Json(t)| Self(t)),
+        }
+    }
+}
+
+/// Whether the content type is `application/json`, perhaps with
+/// parameters (anything else axum's `Json` judges itself).
+fn plainly_json(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim() == "application/json")
+}
+
 /// Times a handler and counts it by API, status and collection (empty
 /// for routes of no one collection).
 async fn observed<F>(state: &HttpState, api: &str, collection: &str, fut: F) -> Response
@@ -174,4 +212,57 @@ async fn readyz(State(state): State<HttpState>) -> Response {
 async fn metrics(State(state): State<HttpState>) -> Response {
     let (content_type, body) = eddy_config::metrics::encode(&state.registry);
     ([(header::CONTENT_TYPE, content_type)], body).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::extract::{FromRequest, Request};
+    use serde::Deserialize;
+
+    use super::*;
+
+    #[derive(Debug, PartialEq, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Body2 {
+        k: u32,
+        vector: Vec<f32>,
+    }
+
+    fn request(content_type: Option<&str>, body: &str) -> Request {
+        let mut r = Request::builder().method("POST").uri("/");
+        if let Some(ct) = content_type {
+            r = r.header(header::CONTENT_TYPE, ct);
+        }
+        r.body(Body::from(body.to_owned())).expect("request")
+    }
+
+    /// `FastJson` takes what axum's `Json` takes and refuses what it
+    /// refuses, with the same status and message.
+    #[tokio::test]
+    async fn fast_json_answers_as_json_does() {
+        let cases = [
+            (Some("application/json"), r#"{"k": 3, "vector": [0.5, 1e-3]}"#),
+            (Some("application/json; charset=utf-8"), r#"{"k": 3, "vector": []}"#),
+            (Some("application/vnd.eddy+json"), r#"{"k": 3, "vector": [1]}"#),
+            (Some("application/json"), r#"{"k": "3", "vector": [1]}"#),
+            (Some("application/json"), r#"{"k": 3, "vector": [1, "x"]}"#),
+            (Some("application/json"), r#"{"k": 3, "vector": [1], "extra": 1}"#),
+            (Some("application/json"), r#"{"k": 3, "vector": [1]} trailing"#),
+            (Some("application/json"), r#"{"k": 3,"#),
+            (Some("text/plain"), r#"{"k": 3, "vector": [1]}"#),
+            (None, r#"{"k": 3, "vector": [1]}"#),
+        ];
+        for (content_type, text) in cases {
+            let fast = FastJson::<Body2>::from_request(request(content_type, text), &())
+                .await
+                .map(|FastJson(b)| b)
+                .map_err(|e| (e.status(), e.body_text()));
+            let plain = Json::<Body2>::from_request(request(content_type, text), &())
+                .await
+                .map(|Json(b)| b)
+                .map_err(|e| (e.status(), e.body_text()));
+            assert_eq!(fast, plain, "{content_type:?} {text}");
+        }
+    }
 }

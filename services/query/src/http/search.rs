@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 
-use super::{body, observed, HttpState};
+use super::{body, observed, FastJson, HttpState};
 use crate::error::ApiError;
 use crate::prepared::{PreparedSearch, QueryBatch};
 use crate::request::{
@@ -93,11 +93,11 @@ fn one_search(body: SearchRequestJson, path: &str) -> Result<(Vec<f32>, SearchRe
 pub(super) async fn search(
     State(state): State<HttpState>,
     Path(c): Path<String>,
-    payload: Result<Json<SearchRequestJson>, JsonRejection>,
+    payload: Result<FastJson<SearchRequestJson>, JsonRejection>,
 ) -> Response {
     observed(&state, "http_search", &c, async {
         let started = Instant::now();
-        let (vector, request) = one_search(body(payload)?, &c)?;
+        let (vector, request) = one_search(body(payload.map(|FastJson(t)| Json(t)))?, &c)?;
         let collection = state
             .engine
             .collection_at(&c, request.snapshot.as_deref())?;
@@ -172,11 +172,11 @@ fn group_searches(searches: Vec<SearchRequestJson>, path: &str) -> Result<Vec<Gr
 pub(super) async fn search_batch(
     State(state): State<HttpState>,
     Path(c): Path<String>,
-    payload: Result<Json<BatchBody>, JsonRejection>,
+    payload: Result<FastJson<BatchBody>, JsonRejection>,
 ) -> Response {
     observed(&state, "http_batch", &c, async {
         let started = Instant::now();
-        let groups = group_searches(body(payload)?.searches, &c)?;
+        let groups = group_searches(body(payload.map(|FastJson(t)| Json(t)))?.searches, &c)?;
         let n: usize = groups.iter().map(|g| g.queries.len()).sum();
         let hits: usize = groups
             .iter()
