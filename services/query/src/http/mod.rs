@@ -242,13 +242,28 @@ mod tests {
     #[tokio::test]
     async fn fast_json_answers_as_json_does() {
         let cases = [
-            (Some("application/json"), r#"{"k": 3, "vector": [0.5, 1e-3]}"#),
-            (Some("application/json; charset=utf-8"), r#"{"k": 3, "vector": []}"#),
-            (Some("application/vnd.eddy+json"), r#"{"k": 3, "vector": [1]}"#),
+            (
+                Some("application/json"),
+                r#"{"k": 3, "vector": [0.5, 1e-3]}"#,
+            ),
+            (
+                Some("application/json; charset=utf-8"),
+                r#"{"k": 3, "vector": []}"#,
+            ),
+            (
+                Some("application/vnd.eddy+json"),
+                r#"{"k": 3, "vector": [1]}"#,
+            ),
             (Some("application/json"), r#"{"k": "3", "vector": [1]}"#),
             (Some("application/json"), r#"{"k": 3, "vector": [1, "x"]}"#),
-            (Some("application/json"), r#"{"k": 3, "vector": [1], "extra": 1}"#),
-            (Some("application/json"), r#"{"k": 3, "vector": [1]} trailing"#),
+            (
+                Some("application/json"),
+                r#"{"k": 3, "vector": [1], "extra": 1}"#,
+            ),
+            (
+                Some("application/json"),
+                r#"{"k": 3, "vector": [1]} trailing"#,
+            ),
             (Some("application/json"), r#"{"k": 3,"#),
             (Some("text/plain"), r#"{"k": 3, "vector": [1]}"#),
             (None, r#"{"k": 3, "vector": [1]}"#),
