@@ -149,11 +149,6 @@ impl Peers {
         self.peers.read().clone()
     }
 
-    /// Whether there are any now.
-    pub fn is_empty(&self) -> bool {
-        self.peers.read().is_empty()
-    }
-
     /// Asks every peer what it serves, every refresh period, until the
     /// runtime stops (run it as a task).
     pub async fn keep_refreshed(self: Arc<Self>) {
