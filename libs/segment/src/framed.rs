@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::fs::{self, File};
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -14,6 +14,7 @@ use eddy_format::{check_crc, crc32, BinaryFormat, ChecksumWriter, Extent, Format
 use memmap2::Mmap;
 use zerocopy::{FromBytes, IntoBytes};
 
+use crate::direct::DirectWriter;
 use crate::format::{align_up, Footer, FramedHeader, SectionEntry, ALIGN, FOOTER_MAGIC};
 use crate::resident::HugePageBytes;
 use crate::{Error, Result};
@@ -40,8 +41,8 @@ pub(crate) fn write(
     }
 
     let tmp = path.with_extension("tmp");
-    let file = File::create(&tmp).map_err(Error::io(&tmp))?;
-    let mut out = ChecksumWriter::new(BufWriter::with_capacity(1 << 20, file));
+    let file = DirectWriter::create(&tmp, crate::direct::write_mode()).map_err(Error::io(&tmp))?;
+    let mut out = ChecksumWriter::new(file);
     out.write_all(header.as_bytes()).map_err(Error::io(&tmp))?;
     out.write_all(table.as_bytes()).map_err(Error::io(&tmp))?;
     for (_, bytes) in sections {
@@ -52,10 +53,7 @@ pub(crate) fn write(
     let footer = Footer::new(out.crc());
     out.write_all(footer.as_bytes()).map_err(Error::io(&tmp))?;
     let size = out.written();
-    let file = out.into_inner().into_inner().map_err(|e| Error::Io {
-        path: tmp.clone(),
-        source: e.into_error(),
-    })?;
+    let file = out.into_inner().finish().map_err(Error::io(&tmp))?;
     #[cfg(feature = "failpoints")]
     if path.extension().is_some_and(|e| e == "seg") {
         fail::fail_point!("segment::before_fsync");

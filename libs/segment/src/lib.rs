@@ -9,6 +9,7 @@
 //! [`eddy_hnsw::exact_scan`] for small segments and selective filters), the
 //! buffer with [`Growing::search`]. Hits are [`Neighbor`]s, "higher is closer".
 
+mod direct;
 mod error;
 mod format;
 mod framed;
@@ -22,6 +23,7 @@ mod sealed;
 mod search;
 mod writer;
 
+pub use direct::{set_write_mode, write_mode, WriteMode};
 pub use error::{Error, Result};
 pub use format::{FORMAT_VERSION, OLDEST_SUPPORTED_VERSION};
 pub use framed::Residency;

@@ -14,6 +14,9 @@
 //! With `EDDY_BENCH_S3=1` the store is an S3 bucket on moto's server on
 //! loopback (segments uploaded at each seal) instead of a local directory.
 //!
+//! `EDDY_BENCH_WRITES=buffered` writes segments through the page cache
+//! instead of with `O_DIRECT` (the default).
+//!
 //! Prints events (rows) per second over the whole run and the process's
 //! resident memory at each tenth, to show it stays flat.
 
@@ -141,6 +144,9 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let format = args.next().unwrap_or_else(|| "protobuf".into());
     let events: u64 = args.next().and_then(|n| n.parse().ok()).unwrap_or(200_000);
+    if let Ok(mode) = std::env::var("EDDY_BENCH_WRITES") {
+        eddy_segment::set_write_mode(mode.parse().expect("EDDY_BENCH_WRITES"));
+    }
     if let Some(brokers) = args.next() {
         tracing_subscriber::fmt()
             .with_env_filter(

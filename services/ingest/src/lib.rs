@@ -85,6 +85,7 @@ pub async fn start(mut config: IngestConfig) -> Result<Ingest> {
     config.kafka()?;
     let registry = Registry::new();
     let metrics = IngestMetrics::new(&registry)?;
+    eddy_segment::set_write_mode(config.segment_writes);
     let store = config.common.store.open()?;
     for def in &config.common.collections {
         let outcome = store.create_collection(def)?;
