@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Served search side by side from one Python client: eddy (HTTP and Arrow
-Flight DoExchange) against Milvus (embedded server, pymilvus), at matched recall.
+Flight DoExchange) against Milvus (embedded server, pymilvus) and Qdrant's
+server (REST; a binary built from its source, `qdrant_server.py`), at matched
+recall.
 
-Series (`--engines`, default all four):
+Series (`--engines`, default all):
 
 - `eddy-http`: `POST /v1/collections/{c}/search` with `{"vector", "k": 10, "ef",
   "oversampling": max(ef, 10) / 10}` (every eddy series: the beam is
@@ -20,6 +22,10 @@ Series (`--engines`, default all four):
 - `milvus`: Milvus 2.3.5 (the `milvus` pip package's embedded server) with
   pymilvus: `search(data=[q], limit=10, param={"ef": ef})`, one query per call.
 - `milvus-batch`: the same with `--batch` queries per call.
+- `qdrant-http`, `qdrant-http-lean`, `qdrant-batch`: Qdrant's server over
+  REST through the same two clients, and `--batch` searches per
+  `search/batch` request (`qdrant_server.py`). Without `--qdrant-bin` (or
+  `EDDY_QDRANT_BIN`) they are recorded unavailable, with the reason.
 
 Both sides serve the same base (eddy: whatever `--collection` holds, checked
 to hold exactly the dataset's rows, point id = base row; Milvus: the base
@@ -67,7 +73,9 @@ from importlib import metadata
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peers import first, fvecs, ivecs, qps_at, recall10  # noqa: E402
+from qdrant_server import QdrantSearch, QdrantService  # noqa: E402
 
 K = 10
 
@@ -81,10 +89,11 @@ def oversampling(ef):
     return max(ef, K) / K
 
 M, EF_CONSTRUCTION = 16, 100
-ENGINES = ["eddy-http", "eddy-http-lean", "milvus", "eddy-exchange", "milvus-batch"]
+ENGINES = ["eddy-http", "eddy-http-lean", "milvus", "qdrant-http", "qdrant-http-lean",
+           "eddy-exchange", "milvus-batch", "qdrant-batch"]
+QDRANT_SERIES = ("qdrant-http", "qdrant-http-lean", "qdrant-batch")
+SINGLE_QUERY = ("eddy-http", "eddy-http-lean", "milvus", "qdrant-http", "qdrant-http-lean")
 TARGETS = (0.90, 0.95, 0.99)
-QDRANT_SERVER = ("not built in this run: building Qdrant's server from source takes over "
-                 "an hour on this 2-core machine")
 MILVUS_COLLECTION = "served_peers"
 MILVUS_INSERT_ROWS = 10_000
 TIMEOUT_S = 60
@@ -516,11 +525,13 @@ def print_summary(series):
 
     names = {s["name"] for s in series}
     pairs = [(x, y) for x, y in (("eddy-http", "milvus"), ("eddy-http-lean", "milvus"),
-                                 ("eddy-exchange", "milvus-batch"))
+                                 ("eddy-exchange", "milvus-batch"),
+                                 ("eddy-http", "qdrant-http"), ("eddy-http-lean", "qdrant-http-lean"),
+                                 ("eddy-exchange", "qdrant-batch"))
              if x in names and y in names]
     if pairs:
-        print("\n## eddy / Milvus queries/s at matched recall@10")
-        print("| eddy | Milvus | " + " | ".join(f"@{t}" for t in TARGETS) + " |")
+        print("\n## eddy / served peer queries/s at matched recall@10")
+        print("| eddy | peer | " + " | ".join(f"@{t}" for t in TARGETS) + " |")
         print("|---|---|" + "---|" * len(TARGETS))
         by_name = {s["name"]: s for s in series}
         for x, y in pairs:
@@ -562,6 +573,8 @@ def parse_args():
     ap.add_argument("--min-secs", type=float, default=1.0)
     ap.add_argument("--json-out", default=None)
     ap.add_argument("--milvus-dir", default=None, help="Milvus data directory (default a temporary one, removed)")
+    ap.add_argument("--qdrant-bin", default=None,
+                    help="Qdrant server binary built from its source (default $EDDY_QDRANT_BIN; none: its series are unavailable)")
     a = ap.parse_args()
     try:
         a.ef = [int(x) for x in a.ef.split(",") if x.strip()]
@@ -588,9 +601,19 @@ def load_dataset(a):
     return base, queries, gt, gts
 
 
-def open_engines(a, base, queries, milvus, unavailable, errors):
-    """The selected series that can run, in `--engines` order; the others go to `unavailable`."""
+def open_engines(a, base, queries, milvus, qdrant, unavailable, errors):
+    """The selected series that can run, in `--engines` order; the others go to `unavailable`
+    (Qdrant's series under one `qdrant-server` entry when its server cannot run)."""
     setup = {}
+    if set(QDRANT_SERIES) & set(a.engines):
+        t = time.perf_counter()
+        try:
+            setup["qdrant"] = qdrant.start(base)
+        except ImportError as err:
+            unavailable["qdrant-server"] = f"not installed: {reason(err)}"
+        except errors as err:
+            unavailable["qdrant-server"] = (reason(err) if isinstance(err, Unavailable) else
+                                            f"setup failed after {time.perf_counter() - t:.0f} s: {reason(err)}")
     if {"milvus", "milvus-batch"} & set(a.engines):
         t = time.perf_counter()
         try:
@@ -607,9 +630,12 @@ def open_engines(a, base, queries, milvus, unavailable, errors):
             "eddy-exchange": lambda: EddyExchange(a, len(base), base.shape[1]),
             "milvus": lambda: MilvusSearch(milvus, 1),
             "milvus-batch": lambda: MilvusSearch(milvus, a.batch)}
+    for name in QDRANT_SERIES:
+        batch = a.batch if name == "qdrant-batch" else 1
+        make[name] = lambda name=name, batch=batch: QdrantSearch(qdrant, name, batch, id_rows, chunks, K)
     engines = []
     for name in a.engines:
-        if name in unavailable:
+        if name in unavailable or (name in QDRANT_SERIES and "qdrant-server" in unavailable):
             continue
         eng = make[name]()
         try:
@@ -621,7 +647,7 @@ def open_engines(a, base, queries, milvus, unavailable, errors):
         except errors as err:
             unavailable[name] = reason(err)
     for name in unavailable:
-        if name in ENGINES:
+        if name in ENGINES or name == "qdrant-server":
             print(f"{name}: unavailable: {unavailable[name]}", flush=True)
     return engines, setup
 
@@ -650,24 +676,26 @@ def main():
     print(f"dataset {a.dataset}: base {base.shape}, queries {queries.shape}; series {','.join(a.engines)}; "
           f"ef {a.ef}; batch {a.batch}; rounds {a.rounds}; min {a.min_secs} s per point", flush=True)
     errors = engine_errors()
-    unavailable = {"qdrant-server": QDRANT_SERVER}
+    unavailable = {}
     milvus = MilvusService(a)
+    qdrant = QdrantService(a, Unavailable, TIMEOUT_S)
     engines, setup, rounds = [], {}, {}
     try:
-        engines, setup = open_engines(a, base, queries, milvus, unavailable, errors)
+        engines, setup = open_engines(a, base, queries, milvus, qdrant, unavailable, errors)
         rounds = run_rounds(engines, data, a, unavailable, errors) if engines else {}
     finally:
         for eng in engines:
             eng.close()
         milvus.stop()
+        qdrant.stop()
 
     series = [{"name": e.name, "engine": e.engine, "api": e.api,
-               "batch": 1 if e.name in ("eddy-http", "eddy-http-lean", "milvus") else a.batch,
+               "batch": 1 if e.name in SINGLE_QUERY else a.batch,
                "points": summarize(rounds[e.name]), "rounds": rounds[e.name]}
               for e in engines if rounds.get(e.name)]
     if series:
         print_summary(series)
-    vers = {"milvus": version("milvus"), "pymilvus": version("pymilvus"),
+    vers = {"milvus": version("milvus"), "pymilvus": version("pymilvus"), "qdrant": qdrant.version,
             "pyarrow": version("pyarrow"), "requests": version("requests"), "orjson": version("orjson")}
     client = ", ".join([f"python {platform.python_version()}"]
                        + [f"{k} {vers[k]}" for k in ("requests", "orjson", "pyarrow", "pymilvus") if vers[k]])

@@ -5,7 +5,8 @@
 //!   through `eddy-bench`, hnswlib, faiss, usearch, Qdrant's engine via
 //!   `qdrant-edge-py`);
 //! - served, from one Python client: `loadtest/scripts/served_peers.py`
-//!   (eddy over HTTP and DoExchange, Milvus over pymilvus).
+//!   (eddy over HTTP and DoExchange, Milvus over pymilvus, Qdrant's server
+//!   over REST when `EDDY_QDRANT_BIN` names a binary built from its source).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -349,6 +350,9 @@ fn served_name(name: &str, batch: usize) -> String {
         "eddy-exchange" => format!("eddy DoExchange ×{batch}"),
         "milvus" => "Milvus".to_owned(),
         "milvus-batch" => format!("Milvus batch ×{batch}"),
+        "qdrant-http" => "Qdrant HTTP".to_owned(),
+        "qdrant-http-lean" => "Qdrant HTTP, lean client".to_owned(),
+        "qdrant-batch" => format!("Qdrant batch ×{batch}"),
         other => other.to_owned(),
     }
 }

@@ -60,6 +60,15 @@ fn summary(r: &SuiteReport, curves: &[Curve]) -> Section {
             "eddy DoExchange ×100 (Python client)",
             "Milvus batch ×100 (Python client)",
         ),
+        ("eddy HTTP (Python client)", "Qdrant HTTP (Python client)"),
+        (
+            "eddy HTTP, lean client (Python client)",
+            "Qdrant HTTP, lean client (Python client)",
+        ),
+        (
+            "eddy DoExchange ×100 (Python client)",
+            "Qdrant batch ×100 (Python client)",
+        ),
         ("eddy HTTP", "eddy HTTP, quantization none"),
         ("eddy HTTP", "eddy-sq8 (in process)"),
         ("eddy-sq8-2t (in process)", "eddy-sq8 (in process)"),
@@ -467,7 +476,7 @@ fn export_and_cold_start(r: &SuiteReport) -> Section {
 
 fn peers(r: &SuiteReport) -> Section {
     let mut s = Section::new("Peers");
-    s.text("Same data, same machine, same run. In process: M = 16, ef_construction = 100, built on 2 threads, searched one query at a time on one thread (`loadtest/bench/peers.py`). Served: one Python client, one request at a time, against eddy (HTTP JSON through `requests`, and through the standard library's `http.client` with `orjson` — the lean client; DoExchange over pyarrow.flight) and Milvus's embedded server (pymilvus, its own gRPC client; HNSW M = 16, efConstruction = 100, inner product) (`loadtest/scripts/served_peers.py`). Milvus 2.3.5's REST search takes no search parameters (no `ef`), so it cannot be swept to a matched recall and is not used.");
+    s.text("Same data, same machine, same run. In process: M = 16, ef_construction = 100, built on 2 threads, searched one query at a time on one thread (`loadtest/bench/peers.py`). Served: one Python client, one request at a time, against eddy (HTTP JSON through `requests`, and through the standard library's `http.client` with `orjson` — the lean client; DoExchange over pyarrow.flight) Milvus's embedded server (pymilvus, its own gRPC client; HNSW M = 16, efConstruction = 100, inner product) and, when a binary built from its source is given (`EDDY_QDRANT_BIN`), Qdrant's server over REST through the same two HTTP clients and its `search/batch` (HNSW m = 16, ef_construct = 100, dot product, otherwise its defaults) (`loadtest/scripts/served_peers.py`, `qdrant_server.py`). Milvus 2.3.5's REST search takes no search parameters (no `ef`), so it cannot be swept to a matched recall and is not used.");
     let mut t = Table::new(&["package", "version"]);
     for (p, v) in &r.host.packages {
         t.row(vec![p.clone(), v.clone()]);
@@ -493,6 +502,6 @@ fn peers(r: &SuiteReport) -> Section {
 
 fn limits() -> Section {
     let mut s = Section::new("What this does not establish");
-    s.text("One machine, shared and noisy: absolute figures drift between runs, so read the ratios and their per-round ranges, not the absolute q/s. The clients run on the same two cores as the servers, so served figures include the client's CPU. The Python-client comparisons measure what one Python job sees, not either server's ceiling. Milvus runs as its embedded single-process server, not a distributed deployment. Freshness depends on the broker: Tansu here, not Kafka. See docs/benchmarks.md.");
+    s.text("One machine, shared and noisy: absolute figures drift between runs, so read the ratios and their per-round ranges, not the absolute q/s. The clients run on the same two cores as the servers, so served figures include the client's CPU. The Python-client comparisons measure what one Python job sees, not either server's ceiling. Milvus runs as its embedded single-process server and Qdrant as one server process, not distributed deployments. Freshness depends on the broker: Tansu here, not Kafka. See docs/benchmarks.md.");
     s
 }
