@@ -175,11 +175,35 @@ impl Engine {
         }
     }
 
-    /// Pins what collection `name` serves now (see [`crate::pins`]).
-    pub fn pin(&self, name: &str) -> Result<(PinInfo, Arc<Collection>), ApiError> {
+    /// Pins what collection `name` serves now (see [`crate::pins`]); on a
+    /// split collection this node does not serve whole, with pins of the
+    /// other shards on peers serving them (see [`crate::fanout::pin`]).
+    /// Refused with 503 when a shard has no peer to pin it.
+    pub async fn pin(&self, name: &str) -> Result<(PinInfo, Arc<Collection>), ApiError> {
         let live = self.collection(name)?;
-        let info = self.pins.pin(&self.store, &live)?;
+        let missing = live.missing_shards();
+        let remote = match (&self.peers, missing.is_empty()) {
+            (Some(peers), false) => {
+                let (remote, unpinned) = peers.pin(&live, &missing).await?;
+                if !unpinned.is_empty() {
+                    return Err(self.shards_unreachable(&live, &unpinned));
+                }
+                remote
+            }
+            // Without peers the pin holds this node's shards; its reads
+            // name the others missing (503, or partial when allowed).
+            _ => Vec::new(),
+        };
+        let info = self.pins.pin(&self.store, &live, remote)?;
         let pinned = self.pins.get(name, &info.token)?;
+        Ok((info, pinned))
+    }
+
+    /// Pins what `live` serves on this node alone (a peer's part of a
+    /// pin across shards).
+    pub fn pin_here(&self, live: &Collection) -> Result<(PinInfo, Arc<Collection>), ApiError> {
+        let info = self.pins.pin(&self.store, live, Vec::new())?;
+        let pinned = self.pins.get(live.name(), &info.token)?;
         Ok((info, pinned))
     }
 
@@ -410,12 +434,7 @@ impl Engine {
         let queries = Arc::new(queries);
         let remote = async {
             match (&self.peers, missing.is_empty()) {
-                (Some(peers), false) => {
-                    let def = collection.def();
-                    peers
-                        .search(collection.name(), def.shards, &missing, search, &queries)
-                        .await
-                }
+                (Some(peers), false) => peers.search(collection, &missing, search, &queries).await,
                 _ => Ok(Gathered {
                     missing: missing.clone(),
                     ..Gathered::default()

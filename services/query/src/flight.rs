@@ -267,9 +267,11 @@ impl FlightService for EddyFlight {
         // the pin in its searches.
         let name = collection_path(request.get_ref());
         let label = name.as_deref().unwrap_or_default().to_owned();
-        let r = name
-            .and_then(|name| self.engine.pin(&name))
-            .and_then(|(pin, pinned)| flight_info(&pinned, Some(&pin)));
+        let r = match name {
+            Ok(name) => self.engine.pin(&name).await,
+            Err(e) => Err(e),
+        }
+        .and_then(|(pin, pinned)| flight_info(&pinned, Some(&pin)));
         self.observed("flight_info", &label, started, r)
             .map(Response::new)
     }

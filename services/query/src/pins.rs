@@ -11,7 +11,9 @@
 //! this replica and any other that opens the version). Each use extends a
 //! pin by the TTL; one unused for the TTL expires, and its lease goes.
 //! `GetFlightInfo` pins; tickets, exchange commands and HTTP bodies name
-//! the pin by its token (`snapshot`).
+//! the pin by its token (`snapshot`). On a split collection this node does
+//! not serve whole, the pin also holds pins peers took of the other shards
+//! (see [`crate::fanout::pin`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -23,9 +25,10 @@ use tokio::time::Instant;
 
 use crate::collection::Collection;
 use crate::error::ApiError;
+use crate::fanout::pin::RemotePin;
 
 /// What a job gets back when it pins a collection.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PinInfo {
     /// The token requests pass as `snapshot`.
     pub token: String,
@@ -38,6 +41,11 @@ pub struct PinInfo {
     pub tail_rows: usize,
     /// How long an unused pin lives (each use extends it).
     pub ttl_ms: u64,
+    /// On a split collection this node does not serve whole, the peers
+    /// holding the pins of the other shards (their offsets and tail rows
+    /// are in the fields above).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remote: Vec<RemotePin>,
 }
 
 struct Pin {
@@ -86,10 +94,30 @@ impl Pins {
         }
     }
 
-    /// Pins what `live` serves now: its snapshot and a copy of its tail.
-    pub fn pin(&self, store: &Store, live: &Collection) -> Result<PinInfo, ApiError> {
+    /// Pins what `live` serves now: its snapshot and a copy of its tail,
+    /// with `remote`, the pins peers took of the shards it lacks (and what
+    /// they reported).
+    pub fn pin(
+        &self,
+        store: &Store,
+        live: &Collection,
+        remote: Vec<(RemotePin, PinInfo)>,
+    ) -> Result<PinInfo, ApiError> {
         self.expire();
-        let frozen = live.frozen();
+        let def = live.def();
+        let mut offsets = BTreeMap::new();
+        let mut remote_rows = 0;
+        for (pin, info) in &remote {
+            // A peer pins every shard it serves; this pin reads the asked ones.
+            offsets.extend(
+                info.offsets
+                    .iter()
+                    .filter(|(p, _)| pin.shards.contains(&def.shard_of(**p))),
+            );
+            remote_rows += info.tail_rows;
+        }
+        let remote: Vec<RemotePin> = remote.into_iter().map(|(pin, _)| pin).collect();
+        let frozen = live.frozen().with_remote_pins(remote.clone());
         let (tail_rows, tail_bytes) = (frozen.tail_rows(), frozen.tail_size().1);
         // Checked and inserted under one lock, so racing pins cannot
         // overshoot the limits together.
@@ -126,12 +154,14 @@ impl Pins {
                     .map_err(|e| ApiError::Internal(format!("taking the snapshot lease: {e}")))?,
             );
         }
+        offsets.extend(frozen.visible_offsets());
         let info = PinInfo {
             token: new_token(),
             version,
-            offsets: frozen.visible_offsets(),
-            tail_rows,
+            offsets,
+            tail_rows: tail_rows + remote_rows,
             ttl_ms: self.ttl.as_millis() as u64,
+            remote,
         };
         pins.insert(
             info.token.clone(),
@@ -202,7 +232,7 @@ mod tests {
         store.create_collection(&def).expect("collection");
         let live = Collection::new(def);
         let pins = Pins::new(Duration::from_secs(60), 2, 1 << 20);
-        let info = pins.pin(&store, &live).expect("pinned");
+        let info = pins.pin(&store, &live, Vec::new()).expect("pinned");
         assert_eq!(info.token.len(), 32);
         let leases = store.leases("p").expect("leases");
         assert_eq!(leases.len(), 1);
@@ -217,10 +247,10 @@ mod tests {
         assert!(pins.get("p", "nope").is_err());
 
         // At the limit, a third is refused.
-        let second = pins.pin(&store, &live).expect("second");
+        let second = pins.pin(&store, &live, Vec::new()).expect("second");
         assert_ne!(second.token, info.token);
         assert_eq!(
-            pins.pin(&store, &live)
+            pins.pin(&store, &live, Vec::new())
                 .expect_err("over the limit")
                 .status()
                 .as_u16(),
@@ -255,7 +285,7 @@ mod tests {
             served.applied.insert(0, 2);
         });
         let pins = Pins::new(Duration::from_secs(60), 4, 1 << 20);
-        let info = pins.pin(&store, &live).expect("pinned");
+        let info = pins.pin(&store, &live, Vec::new()).expect("pinned");
         assert_eq!(info.tail_rows, 2);
         assert_eq!(info.offsets, BTreeMap::from([(0, 2)]));
 
@@ -279,9 +309,64 @@ mod tests {
 
         // Tail copies count against the byte budget.
         let tight = Pins::new(Duration::from_secs(60), 4, 16);
-        let err = tight.pin(&store, &live).expect_err("over the byte budget");
+        let err = tight
+            .pin(&store, &live, Vec::new())
+            .expect_err("over the byte budget");
         assert_eq!(err.status().as_u16(), 429);
         assert!(err.to_string().contains("byte budget"), "{err}");
         assert!(tight.is_empty());
+    }
+
+    /// A pin across shards reports the peers' offsets of the shards they
+    /// pinned (and only those) with its own, and its tail rows too; its
+    /// reads know the peers' pins.
+    #[tokio::test(start_paused = true)]
+    async fn a_pin_across_shards_holds_its_peers_pins() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Store::open(dir.path()).expect("store");
+        let mut def = CollectionDef::new("s", 2);
+        def.shards = 2;
+        store.create_collection(&def).expect("collection");
+        let live = Collection::serving(def, [0]);
+        live.apply_tail(|served| {
+            served
+                .tail
+                .upsert(PointId::Num(1), &[1.0, 0.0], b"{}", 0, 4);
+            served.applied.insert(0, 5);
+        });
+        let remote = RemotePin {
+            peer: "http://peer:1".to_owned(),
+            shards: vec![1],
+            token: "peer-token".to_owned(),
+            version: 9,
+        };
+        let peer_info = PinInfo {
+            token: "peer-token".to_owned(),
+            version: 9,
+            // The peer serves both shards; partition 0 is this node's.
+            offsets: BTreeMap::from([(0, 2), (1, 7), (3, 8)]),
+            tail_rows: 3,
+            ttl_ms: 1_000,
+            remote: Vec::new(),
+        };
+        let pins = Pins::new(Duration::from_secs(60), 4, 1 << 20);
+        let info = pins
+            .pin(&store, &live, vec![(remote.clone(), peer_info)])
+            .expect("pinned");
+        assert_eq!(info.offsets, BTreeMap::from([(0, 5), (1, 7), (3, 8)]));
+        assert_eq!(info.tail_rows, 4);
+        assert_eq!(info.remote, vec![remote.clone()]);
+        let shown = serde_json::to_string(&info).expect("json");
+        assert!(
+            !shown.contains("peer-token"),
+            "a peer's token stays here: {shown}"
+        );
+        let pinned = pins.get("s", &info.token).expect("pin");
+        assert_eq!(pinned.remote_pins(), Some(&[remote][..]));
+        assert_eq!(
+            live.remote_pins(),
+            None,
+            "the live collection is not pinned"
+        );
     }
 }

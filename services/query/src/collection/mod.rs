@@ -18,6 +18,8 @@ use eddy_segment::{Growing, SCAN_CODES_FROM_ROWS};
 use parking_lot::RwLock;
 use tokio::time::Instant;
 
+use crate::fanout::pin::RemotePin;
+
 pub use scroll::{PagePoint, ScrollPage};
 pub use search::PointRecord;
 pub use shadow::Shadows;
@@ -145,6 +147,10 @@ pub struct Collection {
     tail_full: AtomicBool,
     /// Set to stop the collection's tail and watcher.
     stop: AtomicBool,
+    /// On a pinned snapshot, the pins its peers hold of the shards this
+    /// node lacks (reads of those shards go to them alone); `None` on a
+    /// live collection.
+    remote_pins: Option<Vec<RemotePin>>,
 }
 
 impl Collection {
@@ -179,13 +185,15 @@ impl Collection {
             tail_ready: AtomicBool::new(false),
             tail_full: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            remote_pins: None,
         }
     }
 
     /// A collection frozen at `snapshot`: its sealed segments and no tail,
     /// ready at once, never changing (a pinned snapshot, see `pins`).
     pub fn pinned(def: CollectionDef, shards: &[u32], snapshot: Arc<Snapshot>) -> Self {
-        let pinned = Self::serving(def, shards.iter().copied());
+        let mut pinned = Self::serving(def, shards.iter().copied());
+        pinned.remote_pins = Some(Vec::new());
         pinned.served.write().snapshot = snapshot;
         pinned.snapshot_ready.store(true, Ordering::Release);
         pinned.tail_ready.store(true, Ordering::Release);
@@ -198,7 +206,8 @@ impl Collection {
     /// shared.
     pub fn frozen(&self) -> Self {
         let served = self.served.read();
-        let frozen = Self::serving(CollectionDef::clone(&self.def()), self.shards.clone());
+        let mut frozen = Self::serving(CollectionDef::clone(&self.def()), self.shards.clone());
+        frozen.remote_pins = Some(Vec::new());
         *frozen.served.write() = Served {
             snapshot: served.snapshot.clone(),
             tail: served.tail.clone(),
@@ -212,6 +221,19 @@ impl Collection {
             .tail_full
             .store(self.is_tail_full(), Ordering::Release);
         frozen
+    }
+
+    /// This pinned snapshot with `remote`, the pins peers hold of the
+    /// shards this node lacks.
+    pub fn with_remote_pins(mut self, remote: Vec<RemotePin>) -> Self {
+        self.remote_pins = Some(remote);
+        self
+    }
+
+    /// On a pinned snapshot, the pins peers hold of the shards this node
+    /// lacks (reads go to them, naming their tokens); `None` when live.
+    pub fn remote_pins(&self) -> Option<&[RemotePin]> {
+        self.remote_pins.as_deref()
     }
 
     /// The shards this node serves, ascending.

@@ -28,6 +28,9 @@ pub struct CountLegRequest {
     /// The payload filter, as the caller sent it.
     #[serde(default)]
     pub filter: Option<Value>,
+    /// The pinned snapshot counted (the asked node's token), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
 }
 
 /// A count leg's answer.
@@ -55,7 +58,7 @@ impl Peers {
     /// sent it): the sum of the answers and the shards nobody answered for.
     pub async fn count(
         &self,
-        collection: &str,
+        collection: &Collection,
         shards: &[u32],
         filter: Option<&Value>,
     ) -> Result<Counted, ApiError> {
@@ -65,15 +68,16 @@ impl Peers {
                 collection,
                 shards,
                 COUNT_SHARDS,
-                |leg_shards| {
+                |leg_shards, snapshot| {
                     let request = CountLegRequest {
-                        collection: collection.to_owned(),
+                        collection: collection.name().to_owned(),
                         shards: leg_shards.to_vec(),
                         filter: filter.cloned(),
+                        snapshot: snapshot.map(str::to_owned),
                     };
                     serde_json::to_vec(&request).map_err(|e| ApiError::Internal(e.to_string()))
                 },
-                |answer: CountLegAnswer| {
+                |answer: CountLegAnswer, _: &str, _: &[u32]| {
                     out.count += answer.count;
                     out.offsets.extend(answer.offsets);
                 },
@@ -84,15 +88,14 @@ impl Peers {
 }
 
 /// Counts `collection` on this node (`filter` parsed from `filter_json`),
-/// and, with `fan_out`, the shards it lacks on its peers: the whole count,
-/// or what was reachable with the missing shards named (the caller
-/// refuses or marks it partial).
+/// and the shards it lacks on its peers (a pinned snapshot's on the peers
+/// holding its pins): the whole count, or what was reachable with the
+/// missing shards named (the caller refuses or marks it partial).
 pub async fn count_everywhere(
     engine: &Arc<Engine>,
     collection: &Arc<Collection>,
     filter_json: Option<&Value>,
     filter: Option<Filter>,
-    fan_out: bool,
 ) -> Result<Counted, ApiError> {
     let missing = collection.missing_shards();
     let local = async {
@@ -108,10 +111,8 @@ pub async fn count_everywhere(
     };
     // The legs go out while this node counts its own shards.
     let remote = async {
-        match (engine.peers(), missing.is_empty(), fan_out) {
-            (Some(peers), false, true) => {
-                peers.count(collection.name(), &missing, filter_json).await
-            }
+        match (engine.peers(), missing.is_empty()) {
+            (Some(peers), false) => peers.count(collection, &missing, filter_json).await,
             _ => Ok(Counted {
                 missing: missing.clone(),
                 ..Counted::default()
@@ -139,7 +140,13 @@ pub async fn answer(engine: &Arc<Engine>, body: &[u8]) -> Result<Vec<u8>, ApiErr
         collection: counted,
         filter,
         only,
-    } = LegTarget::open(engine, &leg.collection, leg.shards, leg.filter.as_ref())?;
+    } = LegTarget::open(
+        engine,
+        &leg.collection,
+        leg.snapshot.as_deref(),
+        leg.shards,
+        leg.filter.as_ref(),
+    )?;
     let (count, offsets) = engine
         .on_pool(move || counted.count_in(filter.as_ref(), &only))
         .await?;

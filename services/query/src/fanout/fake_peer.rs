@@ -1,11 +1,14 @@
 //! A stand-in query node for fan-out tests: a real Flight server on
 //! loopback that answers `served_shards` at once and every other action
-//! with a fixed body after a fixed delay, counting the calls it took.
+//! with a fixed body (or a fixed error) after a fixed delay, counting the
+//! calls it took and keeping their bodies.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use arrow_flight::flight_service_server::{FlightService, FlightServiceServer};
 use arrow_flight::{
@@ -23,9 +26,10 @@ type Answers<T> = Pin<Box<dyn futures::Stream<Item = Result<T, Status>> + Send +
 #[derive(Debug, Clone)]
 struct Script {
     served: Vec<u8>,
-    answer: Vec<u8>,
+    answer: Result<Vec<u8>, tonic::Code>,
     delay: Duration,
     calls: Arc<AtomicUsize>,
+    bodies: Arc<Mutex<Vec<String>>>,
 }
 
 /// A running fake peer.
@@ -33,6 +37,7 @@ pub struct FakePeer {
     /// Its Flight URL.
     pub url: String,
     calls: Arc<AtomicUsize>,
+    bodies: Arc<Mutex<Vec<String>>>,
 }
 
 impl FakePeer {
@@ -43,16 +48,32 @@ impl FakePeer {
         answer: serde_json::Value,
         delay: Duration,
     ) -> Self {
+        Self::start_with(served, Ok(answer.to_string().into_bytes()), delay).await
+    }
+
+    /// Starts a fake serving `served` that refuses other actions with
+    /// `code`.
+    pub async fn refusing(served: serde_json::Value, code: tonic::Code) -> Self {
+        Self::start_with(served, Err(code), Duration::ZERO).await
+    }
+
+    async fn start_with(
+        served: serde_json::Value,
+        answer: Result<Vec<u8>, tonic::Code>,
+        delay: Duration,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let url = format!("http://{}", listener.local_addr().expect("addr"));
         let calls = Arc::new(AtomicUsize::new(0));
+        let bodies = Arc::new(Mutex::new(Vec::new()));
         let script = Script {
             served: served.to_string().into_bytes(),
-            answer: answer.to_string().into_bytes(),
+            answer,
             delay,
             calls: calls.clone(),
+            bodies: bodies.clone(),
         };
         tokio::spawn(async move {
             let incoming = tonic::transport::server::TcpIncoming::from(listener);
@@ -61,12 +82,17 @@ impl FakePeer {
                 .serve_with_incoming(incoming)
                 .await;
         });
-        Self { url, calls }
+        Self { url, calls, bodies }
     }
 
     /// Actions other than `served_shards` it has been asked.
     pub fn calls(&self) -> usize {
         self.calls.load(Ordering::SeqCst)
+    }
+
+    /// The bodies of those actions, in order.
+    pub fn bodies(&self) -> Vec<String> {
+        self.bodies.lock().clone()
     }
 }
 
@@ -145,8 +171,13 @@ impl FlightService for Script {
             self.served.clone()
         } else {
             self.calls.fetch_add(1, Ordering::SeqCst);
+            self.bodies
+                .lock()
+                .push(String::from_utf8_lossy(&request.get_ref().body).into_owned());
             tokio::time::sleep(self.delay).await;
-            self.answer.clone()
+            self.answer
+                .clone()
+                .map_err(|code| Status::new(code, "a fake peer's refusal"))?
         };
         let answer = arrow_flight::Result { body: body.into() };
         Ok(Response::new(Box::pin(stream::iter([Ok(answer)]))))

@@ -361,6 +361,9 @@ mod tests {
         };
         let peers = Peers::new(&opts, metrics.clone()).expect("peers");
         peers.refresh_all().await;
+        let mut def = eddy_model::CollectionDef::new("c", 2);
+        def.shards = 2;
+        let c = crate::collection::Collection::serving(def, [0]);
         let hedges = |won: &str| {
             metrics
                 .fanout_hedges
@@ -369,14 +372,14 @@ mod tests {
         };
 
         // The rotation asks the stalled peer first.
-        let counted = peers.count("c", &[1], None).await.expect("count");
+        let counted = peers.count(&c, &[1], None).await.expect("count");
         assert_eq!(counted.count, 2, "the replica answered");
         assert!(counted.missing.is_empty());
         assert_eq!((stalled.calls(), replica.calls()), (1, 1));
         assert_eq!((hedges("hedge"), hedges("first")), (1, 0));
 
         // Then the replica first: it answers before any hedge.
-        let counted = peers.count("c", &[1], None).await.expect("count");
+        let counted = peers.count(&c, &[1], None).await.expect("count");
         assert_eq!(counted.count, 2);
         assert_eq!((stalled.calls(), replica.calls()), (1, 2));
         assert_eq!(hedges("hedge"), 1, "no second hedge");

@@ -52,6 +52,9 @@ pub struct LegRequest {
     /// Read-your-writes offsets of the shards' partitions.
     #[serde(default)]
     pub min_offsets: BTreeMap<u32, i64>,
+    /// The pinned snapshot searched (the asked node's token), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
 }
 
 /// One hit of a leg's answer.
@@ -110,11 +113,19 @@ impl LegRequest {
             filter: p.filter.clone(),
             with_payload,
             min_offsets,
+            snapshot: None,
         }
+    }
+
+    /// This leg, searching the asked node's pinned snapshot `snapshot`.
+    pub fn at(mut self, snapshot: Option<&str>) -> Self {
+        self.snapshot = snapshot.map(str::to_owned);
+        self
     }
 
     /// The search it asks for (validated) and its query vectors.
     fn into_parts(self) -> Result<(SearchRequest, Vectors), ApiError> {
+        let snapshot = self.snapshot;
         let with_payload = match self.with_payload {
             Value::Bool(false) | Value::Null => PayloadSelector::None,
             Value::Bool(true) => PayloadSelector::All,
@@ -145,7 +156,7 @@ impl LegRequest {
         let request = SearchRequest {
             params,
             min_offsets: self.min_offsets,
-            snapshot: None,
+            snapshot,
         };
         Ok((request, Vectors::Flat(self.vectors)))
     }
@@ -184,7 +195,7 @@ impl LegAnswer {
 pub async fn answer(engine: &Arc<Engine>, body: &[u8]) -> Result<Vec<u8>, ApiError> {
     let leg: LegRequest = serde_json::from_slice(body)
         .map_err(|e| ApiError::BadRequest(format!("invalid search_shards body: {e}")))?;
-    let collection = engine.collection(&leg.collection)?;
+    let collection = engine.collection_at(&leg.collection, leg.snapshot.as_deref())?;
     check_serves(&collection, &leg.collection, &leg.shards)?;
     let def = collection.def();
     let shards = leg.shards.clone();
@@ -227,16 +238,18 @@ pub(super) struct LegTarget {
 }
 
 impl LegTarget {
-    /// The leg for `shards` of collection `name`, filtered by `filter` (as
-    /// the caller sent it): refused as [`check_serves`] says, or as a bad
-    /// request when the filter does not parse.
+    /// The leg for `shards` of collection `name` (or of its pinned
+    /// snapshot `snapshot`), filtered by `filter` (as the caller sent it):
+    /// refused as [`check_serves`] says, or as a bad request when the
+    /// filter does not parse.
     pub(super) fn open(
         engine: &Engine,
         name: &str,
+        snapshot: Option<&str>,
         shards: Vec<u32>,
         filter: Option<&serde_json::Value>,
     ) -> Result<Self, ApiError> {
-        let collection = engine.collection(name)?;
+        let collection = engine.collection_at(name, snapshot)?;
         check_serves(&collection, name, &shards)?;
         let def = collection.def();
         let filter = filter

@@ -18,7 +18,9 @@
 //! are also found in the store's node registry (see [`discovery`]). A leg
 //! slower than most is hedged:
 //! asked of a second peer serving its shards, the first answer kept (see
-//! [`hedge`]).
+//! [`hedge`]). A pinned snapshot of a split collection holds pins on the
+//! peers serving the shards this node lacks, and its reads go to those
+//! peers alone (see [`pin`]).
 
 pub mod count;
 pub mod discovery;
@@ -27,6 +29,7 @@ mod fake_peer;
 pub mod hedge;
 pub mod leg;
 mod peer;
+pub mod pin;
 pub mod read;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -38,6 +41,7 @@ use bytes::Bytes;
 use parking_lot::RwLock;
 use tracing::{debug, info, warn};
 
+use crate::collection::Collection;
 use crate::error::ApiError;
 use crate::metrics::QueryMetrics;
 use crate::prepared::{PreparedSearch, QueryBatch};
@@ -57,6 +61,9 @@ pub const GET_POINT_SHARDS: &str = "get_point_shards";
 /// The Flight action a node answers with a scroll page of some of its
 /// shards.
 pub const SCROLL_SHARDS: &str = "scroll_shards";
+/// The Flight action a node answers by pinning its shards (for a pinned
+/// snapshot across shards, see [`pin`]).
+pub const PIN_SHARDS: &str = "pin_shards";
 
 /// How to reach the peers.
 #[derive(Clone, Default)]
@@ -300,8 +307,7 @@ impl Peers {
     /// A leg refused as a bad request fails the whole search.
     pub async fn search(
         &self,
-        collection: &str,
-        shard_count: u32,
+        collection: &Collection,
         shards: &[u32],
         search: &PreparedSearch,
         queries: &QueryBatch,
@@ -310,17 +316,18 @@ impl Peers {
             hits: vec![Vec::new(); queries.len()],
             ..Gathered::default()
         };
+        let (name, shard_count) = (collection.name(), collection.def().shards);
         out.missing = self
             .gather(
                 collection,
                 shards,
                 SEARCH_SHARDS,
-                |leg_shards| {
-                    let request =
-                        LegRequest::new(collection, leg_shards, search, queries, shard_count);
+                |leg_shards, snapshot| {
+                    let request = LegRequest::new(name, leg_shards, search, queries, shard_count)
+                        .at(snapshot);
                     serde_json::to_vec(&request).map_err(|e| ApiError::Internal(e.to_string()))
                 },
-                |answer: LegAnswer| {
+                |answer: LegAnswer, _: &str, _: &[u32]| {
                     out.offsets
                         .extend(answer.offsets.iter().map(|(p, o)| (*p, *o)));
                     for (all, hits) in out.hits.iter_mut().zip(answer.into_hits()) {
@@ -333,18 +340,26 @@ impl Peers {
     }
 
     /// Asks peers `action` for `shards` of `collection`: each leg (body
-    /// `body_for(its shards)`) asked of a peer serving its shards, a failed
-    /// leg asked again of another, every answer handed to `take`. Returns
-    /// the shards nobody answered for. A leg refused as a bad request fails
-    /// the whole call.
+    /// `body_for(its shards, None)`) asked of a peer serving its shards, a
+    /// failed leg asked again of another, every answer handed to `take`
+    /// (with the peer's URL and the leg's shards). Returns the shards
+    /// nobody answered for. A leg refused as a bad request fails the whole
+    /// call. On a pinned snapshot the legs go to the peers holding its
+    /// pins instead, naming their tokens ([`Peers::gather_pinned`]).
     async fn gather<A: serde::de::DeserializeOwned>(
         &self,
-        collection: &str,
+        collection: &Collection,
         shards: &[u32],
         action: &str,
-        body_for: impl Fn(&[u32]) -> Result<Vec<u8>, ApiError>,
-        mut take: impl FnMut(A),
+        body_for: impl Fn(&[u32], Option<&str>) -> Result<Vec<u8>, ApiError>,
+        mut take: impl FnMut(A, &str, &[u32]),
     ) -> Result<Vec<u32>, ApiError> {
+        if let Some(pins) = collection.remote_pins() {
+            return self
+                .gather_pinned(pins, shards, action, body_for, take)
+                .await;
+        }
+        let collection = collection.name();
         let began = Instant::now();
         let peers = self.list();
         let mut left: BTreeSet<u32> = shards.iter().copied().collect();
@@ -363,8 +378,11 @@ impl Peers {
                 continue;
             }
             let legs = plan.iter().map(|(peer, leg_shards)| {
-                let body = body_for(leg_shards);
-                let backup = Self::backup(&peers, collection, leg_shards, *peer, &tried);
+                let body = body_for(leg_shards, None);
+                // A second pin would only hold memory until it expired.
+                let backup = (action != PIN_SHARDS)
+                    .then(|| Self::backup(&peers, collection, leg_shards, *peer, &tried))
+                    .flatten();
                 let peers = &peers;
                 async move {
                     let body = match body {
@@ -405,7 +423,7 @@ impl Peers {
                         for s in &leg_shards {
                             left.remove(s);
                         }
-                        take(answer);
+                        take(answer, &peers[by].url, &leg_shards);
                     }
                     Err(e @ ApiError::BadRequest(_)) => return Err(e),
                     Err(e) => {

@@ -58,7 +58,8 @@ impl Peer {
 
 /// Calls `action` on the peer at `url` (over `channel`, presenting `key`)
 /// with `body`; its one answer. A refusal as invalid is a bad request (the
-/// caller's); any other failure leaves the peer's shards to another.
+/// caller's), an unknown collection or snapshot is not found; any other
+/// failure leaves the peer's shards to another.
 pub(super) async fn call_peer(
     channel: Channel,
     key: Option<String>,
@@ -79,6 +80,9 @@ pub(super) async fn call_peer(
                 "peer {url} refused the search: {}",
                 status.message()
             )),
+            tonic::Code::NotFound => {
+                ApiError::NotFound(format!("peer {url}: {}", status.message()))
+            }
             _ => ApiError::Unavailable(format!(
                 "peer {url}: {} {}",
                 status.code(),

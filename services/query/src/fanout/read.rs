@@ -65,6 +65,9 @@ pub struct ScrollLegRequest {
     /// Whether the caller returns vectors (else they are not sent).
     #[serde(default)]
     pub with_vector: bool,
+    /// The pinned snapshot paged (the asked node's token), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
 }
 
 /// A scroll leg's answer: the shards' page.
@@ -133,7 +136,7 @@ impl Peers {
     /// found, and the shards nobody answered for.
     pub async fn get_point(
         &self,
-        collection: &str,
+        collection: &Collection,
         shards: &[u32],
         id: &PointId,
     ) -> Result<(Option<WirePoint>, Vec<u32>), ApiError> {
@@ -143,15 +146,15 @@ impl Peers {
                 collection,
                 shards,
                 GET_POINT_SHARDS,
-                |leg_shards| {
+                |leg_shards, _| {
                     let request = PointLegRequest {
-                        collection: collection.to_owned(),
+                        collection: collection.name().to_owned(),
                         shards: leg_shards.to_vec(),
                         id: id.clone(),
                     };
                     serde_json::to_vec(&request).map_err(|e| ApiError::Internal(e.to_string()))
                 },
-                |answer: PointLegAnswer| {
+                |answer: PointLegAnswer, _: &str, _: &[u32]| {
                     if found.is_none() {
                         found = answer.point;
                     }
@@ -165,7 +168,7 @@ impl Peers {
     /// and the shards nobody answered for.
     pub async fn scroll(
         &self,
-        collection: &str,
+        collection: &Collection,
         shards: &[u32],
         page: &ScrollLegRequest,
     ) -> Result<(Vec<ScrollPage>, Vec<u32>), ApiError> {
@@ -175,14 +178,15 @@ impl Peers {
                 collection,
                 shards,
                 SCROLL_SHARDS,
-                |leg_shards| {
+                |leg_shards, snapshot| {
                     let request = ScrollLegRequest {
                         shards: leg_shards.to_vec(),
+                        snapshot: snapshot.map(str::to_owned),
                         ..page.clone()
                     };
                     serde_json::to_vec(&request).map_err(|e| ApiError::Internal(e.to_string()))
                 },
-                |answer: ScrollLegAnswer| {
+                |answer: ScrollLegAnswer, _: &str, _: &[u32]| {
                     pages.push(ScrollPage {
                         points: answer
                             .points
@@ -199,13 +203,12 @@ impl Peers {
     }
 }
 
-/// Looks `id` up on this node and, with `fan_out`, in the shards it lacks
-/// on its peers (asked only when this node's shards do not hold it).
+/// Looks `id` up on this node and in the shards it lacks on its peers
+/// (asked only when this node's shards do not hold it).
 pub async fn get_everywhere(
     engine: &Arc<Engine>,
     collection: &Arc<Collection>,
     id: &PointId,
-    fan_out: bool,
 ) -> Result<Found, ApiError> {
     if let Some(point) = collection.get(id, None) {
         return Ok(Found {
@@ -214,9 +217,9 @@ pub async fn get_everywhere(
         });
     }
     let missing = collection.missing_shards();
-    match (engine.peers(), missing.is_empty(), fan_out) {
-        (Some(peers), false, true) => {
-            let (point, missing) = peers.get_point(collection.name(), &missing, id).await?;
+    match (engine.peers(), missing.is_empty()) {
+        (Some(peers), false) => {
+            let (point, missing) = peers.get_point(collection, &missing, id).await?;
             let point = point.map(|p| PointRecord {
                 payload: HitPayload::select(p.payload_json.as_bytes(), &PayloadSelector::All)
                     .unwrap_or(HitPayload::Fields(serde_json::Map::new())),
@@ -248,14 +251,13 @@ pub struct PageAsk {
     pub with_vector: bool,
 }
 
-/// One scroll page of `collection`: this node's shards and, with
-/// `fan_out`, the shards it lacks on its peers, merged into one page of at
-/// most `ask.limit` points in id order.
+/// One scroll page of `collection`: this node's shards and the shards it
+/// lacks on its peers (a pinned snapshot's on the peers holding its
+/// pins), merged into one page of at most `ask.limit` points in id order.
 pub async fn scroll_everywhere(
     engine: &Arc<Engine>,
     collection: &Arc<Collection>,
     ask: PageAsk,
-    fan_out: bool,
 ) -> Result<Paged, ApiError> {
     let missing = collection.missing_shards();
     let PageAsk {
@@ -272,6 +274,7 @@ pub async fn scroll_everywhere(
         after: after.clone(),
         limit,
         with_vector,
+        snapshot: None,
     };
     let local = {
         let collection = collection.clone();
@@ -279,8 +282,8 @@ pub async fn scroll_everywhere(
     };
     // The legs go out while this node reads its own shards.
     let remote = async {
-        match (engine.peers(), missing.is_empty(), fan_out) {
-            (Some(peers), false, true) => peers.scroll(collection.name(), &missing, &leg).await,
+        match (engine.peers(), missing.is_empty()) {
+            (Some(peers), false) => peers.scroll(collection, &missing, &leg).await,
             _ => Ok((Vec::new(), missing.clone())),
         }
     };
@@ -327,7 +330,7 @@ pub async fn answer_point(engine: &Arc<Engine>, body: &[u8]) -> Result<Vec<u8>, 
         .map_err(|e| ApiError::BadRequest(format!("invalid {GET_POINT_SHARDS} body: {e}")))?;
     let LegTarget {
         collection, only, ..
-    } = LegTarget::open(engine, &leg.collection, leg.shards, None)?;
+    } = LegTarget::open(engine, &leg.collection, None, leg.shards, None)?;
     let point = collection.get(&leg.id, Some(&only)).map(|p| WirePoint {
         payload_json: serde_json::to_string(&p.payload).unwrap_or_default(),
         id: p.id,
@@ -353,7 +356,13 @@ pub async fn answer_scroll(engine: &Arc<Engine>, body: &[u8]) -> Result<Vec<u8>,
         collection,
         filter,
         only,
-    } = LegTarget::open(engine, &leg.collection, leg.shards, leg.filter.as_ref())?;
+    } = LegTarget::open(
+        engine,
+        &leg.collection,
+        leg.snapshot.as_deref(),
+        leg.shards,
+        leg.filter.as_ref(),
+    )?;
     let (after, limit, with_vector) = (leg.after, leg.limit, leg.with_vector);
     let page = engine
         .on_pool(move || collection.scroll(filter.as_ref(), after.as_ref(), limit, Some(&only)))

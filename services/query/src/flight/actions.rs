@@ -26,7 +26,7 @@ use crate::error::ApiError;
 use crate::fanout;
 
 /// The actions, with what each does.
-pub const ACTIONS: [(&str, &str); 9] = [
+pub const ACTIONS: [(&str, &str); 10] = [
     (
         "create_collection",
         "Create a collection (admin): JSON {name, dimension, metric, id_type, topic, payload_fields}",
@@ -60,6 +60,10 @@ pub const ACTIONS: [(&str, &str); 9] = [
         fanout::SCROLL_SHARDS,
         "A scroll page of some shards of a split collection (how query nodes fan out): JSON {collection, shards, filter, after, limit, with_vector}",
     ),
+    (
+        fanout::PIN_SHARDS,
+        "Pin some shards of a split collection (how a query node pins a snapshot across shards): JSON {collection, shards}",
+    ),
 ];
 
 /// The scope an action needs (`None`: no such action).
@@ -71,7 +75,8 @@ pub fn scope(action: &str) -> Option<Scope> {
         | fanout::SEARCH_SHARDS
         | fanout::COUNT_SHARDS
         | fanout::GET_POINT_SHARDS
-        | fanout::SCROLL_SHARDS => Some(Scope::Read),
+        | fanout::SCROLL_SHARDS
+        | fanout::PIN_SHARDS => Some(Scope::Read),
         _ => None,
     }
 }
@@ -144,6 +149,7 @@ pub async fn run(engine: &Arc<Engine>, action: &str, body: &[u8]) -> Result<Vec<
         fanout::COUNT_SHARDS => return fanout::count::answer(engine, body).await,
         fanout::GET_POINT_SHARDS => return fanout::read::answer_point(engine, body).await,
         fanout::SCROLL_SHARDS => return fanout::read::answer_scroll(engine, body).await,
+        fanout::PIN_SHARDS => return fanout::pin::answer(engine, body).await,
         other => {
             return Err(ApiError::BadRequest(format!(
                 "unknown action {other:?}; ListActions lists them"

@@ -50,16 +50,12 @@ impl EddyFlight {
                     .map_err(|e| ApiError::BadRequest(e.to_string()))
             })
             .transpose()?;
-        let missing = collection.missing_shards();
-        if !missing.is_empty() && request.snapshot.is_none() {
+        // A split collection this node does not serve whole is paged over
+        // its peers (a pinned snapshot's over the peers holding its pins).
+        if !collection.missing_shards().is_empty() {
             return Ok(self.paged_scan(collection, request, filter, slot));
         }
-        // A pinned snapshot is this node's alone: whole, or partial when
-        // the caller allows it.
-        if !missing.is_empty() && !request.allow_partial {
-            return Err(self.engine.shards_unreachable(&collection, &missing));
-        }
-        let stale = collection.search_staleness(&missing);
+        let stale = collection.search_staleness(&[]);
         let view = self
             .engine
             .on_pool(move || collection.view(filter.as_ref()))
@@ -155,8 +151,7 @@ impl PagedScan {
             limit: SCAN_BATCH_ROWS,
             with_vector: r.with_vector,
         };
-        let paged =
-            fanout::read::scroll_everywhere(&self.engine, &self.collection, ask, true).await?;
+        let paged = fanout::read::scroll_everywhere(&self.engine, &self.collection, ask).await?;
         if !paged.missing.is_empty() && !r.allow_partial {
             return Err(self
                 .engine

@@ -174,7 +174,7 @@ pub(super) async fn get_point(
         let id = PointId::parse(&id, collection.def().id_type)
             .map_err(|e| ApiError::BadRequest(e.to_string()))?;
         // A split collection's other shards are looked in by its peers.
-        let found = get_everywhere(&state.engine, &collection, &id, true).await?;
+        let found = get_everywhere(&state.engine, &collection, &id).await?;
         let Some(point) = found.point else {
             if !found.missing.is_empty() && !options.allow_partial {
                 return Err(state.engine.shards_unreachable(&collection, &found.missing));
@@ -206,8 +206,7 @@ pub(super) struct CountBody {
     #[serde(default)]
     #[schema(value_type = Object)]
     filter: Option<Value>,
-    /// A pinned snapshot's token (this node's: a pinned count is not
-    /// fanned out).
+    /// A pinned snapshot's token.
     #[serde(default)]
     snapshot: Option<String>,
     /// On a split collection, answer from the shards at hand (marked
@@ -243,16 +242,10 @@ pub(super) async fn count(
             None => None,
             Some(filter) => Some(parse_filter(&collection, filter)?),
         };
-        // A split collection's other shards are counted by its peers.
-        let fan_out = b.snapshot.is_none();
-        let counted = count_everywhere(
-            &state.engine,
-            &collection,
-            b.filter.as_ref(),
-            filter,
-            fan_out,
-        )
-        .await?;
+        // A split collection's other shards are counted by its peers (a
+        // pinned snapshot's by the peers holding its pins).
+        let counted =
+            count_everywhere(&state.engine, &collection, b.filter.as_ref(), filter).await?;
         if !counted.missing.is_empty() && !b.allow_partial {
             return Err(state
                 .engine
@@ -318,9 +311,8 @@ pub(super) async fn scroll(
                     .map_err(|e| ApiError::BadRequest(format!("after: {e}")))
             })
             .transpose()?;
-        // A split collection's other shards are paged by its peers; a
-        // pinned snapshot is this node's alone.
-        let fan_out = request.snapshot.is_none();
+        // A split collection's other shards are paged by its peers (a
+        // pinned snapshot's by the peers holding its pins).
         let ask = PageAsk {
             filter_json: request.filter.clone(),
             filter,
@@ -328,7 +320,7 @@ pub(super) async fn scroll(
             limit: request.limit,
             with_vector: request.with_vector,
         };
-        let paged = scroll_everywhere(&state.engine, &collection, ask, fan_out).await?;
+        let paged = scroll_everywhere(&state.engine, &collection, ask).await?;
         if !paged.missing.is_empty() && !request.allow_partial {
             return Err(state.engine.shards_unreachable(&collection, &paged.missing));
         }

@@ -139,7 +139,7 @@ pub async fn scan_through(mut c: FlightClient, collection: &str, points: &BTreeM
 }
 
 /// Every id a DoGet on `ticket` streams, sorted.
-async fn scanned_ids(c: &mut FlightClient, ticket: Ticket) -> Vec<u64> {
+pub async fn scanned_ids(c: &mut FlightClient, ticket: Ticket) -> Vec<u64> {
     let batches: Vec<RecordBatch> = c
         .do_get(ticket)
         .await

@@ -23,6 +23,7 @@ mod pyarrow_client;
 mod quarantine;
 mod recall;
 mod security;
+mod shard_pins;
 mod shard_reads;
 mod shards;
 mod tail_bound;

@@ -5,7 +5,7 @@
 //! answers exactly, honours `min_offsets` across shards and, when a peer
 //! dies, asks a replica; with no peer left it refuses a search it cannot
 //! answer whole, or with `allow_partial` answers from its shard, marked
-//! partial.
+//! partial. A snapshot pinned there spans both shards ([`shard_pins`]).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -22,10 +22,10 @@ use crate::cluster::{
 use crate::shard_reads::{
     first_id_in, first_id_not_in, get_json, get_status, post, reads_reach_every_shard, scroll_ids,
 };
-use crate::{flight_reads, http_api};
+use crate::{flight_reads, http_api, shard_pins};
 
 /// A Flight client of the node at `url` (no TLS, no key).
-async fn flight_client(url: &str) -> FlightClient {
+pub async fn flight_client(url: &str) -> FlightClient {
     let channel = tonic::transport::Channel::from_shared(url.to_owned())
         .expect("valid url")
         .connect()
@@ -128,7 +128,7 @@ pub async fn split_collection_is_served_whole_and_by_shard(
         }
     }
     let (id, v) = shard1_point.expect("a point in shard 1");
-    let min_offsets = json!({ "min_offsets": min_offsets });
+    let mut min_offsets = json!({ "min_offsets": min_offsets });
     let mut body = json!({"vector": v, "k": 1});
     if let (Some(b), Some(m)) = (body.as_object_mut(), min_offsets.as_object()) {
         b.extend(m.clone());
@@ -138,6 +138,30 @@ pub async fn split_collection_is_served_whole_and_by_shard(
     assert_eq!(r["result"][0]["score"].as_f64(), Some(0.0), "{r}");
     eprintln!("step: read-your-writes across shards");
     answers_exactly(&http0, collection, &all, &min_offsets).await;
+
+    // Snapshots pinned on shard 0's node hold shard 1 pinned on a peer.
+    let shard1 = [
+        shard_pins::Shard1Node {
+            http: format!("http://{}", node1.http_addr()),
+            flight: node1_flight.clone(),
+        },
+        shard_pins::Shard1Node {
+            http: cluster.url(""),
+            flight: cluster.flight_url(),
+        },
+    ];
+    let pins = shard_pins::a_pin_spans_shards(
+        cluster,
+        collection,
+        (&http0, &flight0),
+        &shard1,
+        shard_pins::Published {
+            all: &mut all,
+            partition_of: &mut partition_of,
+            min_offsets: &mut min_offsets,
+        },
+    )
+    .await;
 
     // Shard 1's node dies (its Flight port closes): the replica answers
     // for shard 1 at once, still exactly.
@@ -157,6 +181,9 @@ pub async fn split_collection_is_served_whole_and_by_shard(
     eprintln!("step: shard 1 node stopped");
     answers_exactly(&http0, collection, &all, &min_offsets).await;
     eprintln!("step: replica took over");
+    for pin in &pins {
+        shard_pins::after_a_peer_died(&http0, collection, pin, &node1_flight).await;
+    }
     node0.shutdown().await;
 
     // A node serving shard 0 whose only peer for shard 1 is gone. Its
@@ -379,7 +406,7 @@ pub async fn split_collection_is_served_whole_and_by_shard(
 }
 
 /// The points of `points` on the partitions of `shard` (of `shards`).
-fn shard_points(
+pub fn shard_points(
     points: &BTreeMap<u64, Vec<f32>>,
     partition_of: &BTreeMap<u64, u32>,
     shards: u32,
@@ -394,7 +421,7 @@ fn shard_points(
 
 /// Searches `http` with `extra` options and checks every answer (ids and
 /// scores) against the exact top 10 of `points`; a batch too.
-async fn answers_exactly(
+pub async fn answers_exactly(
     http: &str,
     collection: &str,
     points: &BTreeMap<u64, Vec<f32>>,
