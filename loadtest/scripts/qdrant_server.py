@@ -216,16 +216,18 @@ class QdrantSearch:
                 return r.json()["result"]
             self.post, self.vector = post, lambda q: q.tolist()
         else:
-            self.conn = s.conn()
+            # Opened per sweep point by `requests`.
+            self.conn = None
             self.post = lambda path, body: s.call(self.conn, "POST", path, body)
             self.vector = lambda q: q
 
     def requests(self, queries, ef):
-        if hasattr(self, "conn"):
+        if self.name != "qdrant-http":
             # Qdrant closes a keep-alive connection idle for a few seconds
             # (while other series run): a fresh one per sweep point, opened
             # by the warm-up pass.
-            self.conn.close()
+            if self.conn is not None:
+                self.conn.close()
             self.conn = self.service.conn()
         params = {"hnsw_ef": max(ef, self.k)}
         if self.batch == 1:
@@ -248,5 +250,5 @@ class QdrantSearch:
     def close(self):
         if hasattr(self, "session"):
             self.session.close()
-        if hasattr(self, "conn"):
+        if getattr(self, "conn", None) is not None:
             self.conn.close()

@@ -14,13 +14,14 @@
 mod document;
 mod matched;
 mod peers;
+mod phases;
 mod report;
+mod summary;
 mod svg;
 mod workloads;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
@@ -34,10 +35,9 @@ pub use workloads::{run as run_workloads, EddyRuns, Mixed, Plan, Scroll, Sweep, 
 
 use crate::dataset::{Dataset, SAMPLE_DIR};
 use crate::encode::Format;
-use crate::http::{QueryClient, SearchRequest};
-use crate::options::SearchOptions;
-use crate::produce::{self, ProduceArgs, ProduceReport};
-use crate::services::{self, wait_converged, wait_count, wait_indexed, ServiceConfig, Services};
+use crate::http::QueryClient;
+use crate::produce::ProduceReport;
+use crate::services::{self, wait_converged, wait_indexed, ServiceConfig, Services};
 
 /// The suite's collection and topic.
 const COLLECTION: &str = "suite";
@@ -397,7 +397,7 @@ async fn measure_served(
         processes: processes(services, broker_pid),
     };
     let work = async {
-        let ingest = ingest(ds, args.ingest_format, &target, &client, &cfg.store).await?;
+        let ingest = phases::ingest(ds, args.ingest_format, &target, &client, &cfg.store).await?;
         tracing::info!(?ingest.all_searchable_s, ?ingest.indexed_after_s, "ingested and indexed");
         let plan = Plan {
             dataset: args.dataset.clone(),
@@ -443,84 +443,8 @@ async fn measure_served(
         r = work => r?,
         e = services.watch() => return Err(e),
     };
-    let cold = cold_start(cfg, services, &client, ds).await?;
+    let cold = phases::cold_start(cfg, services, &client, ds).await?;
     Ok((Some(ingest), eddy, Some(cold), peer_results))
-}
-
-/// Publishes the base flat out and waits until it is all searchable, then
-/// until every graph is built and served.
-async fn ingest(
-    ds: &Dataset,
-    format: Format,
-    target: &Target,
-    client: &QueryClient,
-    store: &Path,
-) -> anyhow::Result<Ingest> {
-    let mut p = ProduceArgs::new(&target.brokers, &target.topic);
-    p.dataset = ds.dir.clone();
-    p.format = format;
-    let started = Instant::now();
-    let produced = produce::produce(&p, &AtomicBool::new(false)).await?;
-    wait_count(client, ds.len() as u64, COUNT_TIMEOUT).await?;
-    let all_searchable_s = started.elapsed().as_secs_f64();
-    let indexing = wait_indexed(client, store, COLLECTION, INDEX_TIMEOUT).await?;
-    // Before the idle merge: after it, the merged inputs stay on disk until
-    // garbage collection's grace has passed, and the figure would count both.
-    let disk_bytes = dir_bytes(store);
-    let converged = wait_converged(client, store, COLLECTION, CONVERGE_TIMEOUT).await?;
-    Ok(Ingest {
-        produce: produced,
-        all_searchable_s,
-        searchable_per_s: ds.len() as f64 / all_searchable_s.max(1e-9),
-        indexed_after_s: indexing.waited.as_secs_f64(),
-        segments: indexing.segments,
-        converged_after_s: converged.waited.as_secs_f64(),
-        converged_segments: converged.segments,
-        disk_bytes_per_vector: disk_bytes as f64 / ds.len().max(1) as f64,
-    })
-}
-
-/// Restarts eddy-query on the store and times it to ready and to a search.
-async fn cold_start(
-    cfg: &ServiceConfig,
-    services: &mut Services,
-    client: &QueryClient,
-    ds: &Dataset,
-) -> anyhow::Result<ColdStart> {
-    services.restart_query(cfg)?;
-    let started = Instant::now();
-    services.wait_ready(client, READY_TIMEOUT).await?;
-    let ready_s = started.elapsed().as_secs_f64();
-    let set = ds.query_set();
-    client
-        .search(&SearchRequest {
-            vector: set.vectors.row(0),
-            options: &SearchOptions::new(10, false),
-            with_payload: false,
-            min_offsets: None,
-        })
-        .await
-        .context("the first search after the cold start")?;
-    Ok(ColdStart {
-        ready_s,
-        first_search_s: started.elapsed().as_secs_f64(),
-        store_bytes: dir_bytes(&cfg.store),
-    })
-}
-
-/// Bytes of every file under `dir`.
-fn dir_bytes(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
-            Ok(_) => e.metadata().map_or(0, |m| m.len()),
-            Err(_) => 0,
-        })
-        .sum()
 }
 
 fn host(args: &SuiteArgs) -> Host {

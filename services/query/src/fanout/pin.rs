@@ -142,15 +142,7 @@ impl Peers {
         let answers = futures::future::join_all(calls).await;
         let mut left = wanted;
         for ((pin, leg_shards), answer) in legs.into_iter().zip(answers) {
-            let outcome = match &answer {
-                Ok(_) => "ok",
-                Err(ApiError::BadRequest(_) | ApiError::NotFound(_)) => "refused",
-                Err(_) => "failed",
-            };
-            self.metrics
-                .fanout_legs
-                .with_label_values(&[action, outcome])
-                .inc();
+            self.count_leg(action, &answer);
             match answer {
                 Ok(answer) => {
                     for s in &leg_shards {
@@ -170,12 +162,7 @@ impl Peers {
                 }
             }
         }
-        if !left.is_empty() {
-            self.metrics
-                .fanout_missing_shards
-                .with_label_values(&[action])
-                .inc_by(left.len() as u64);
-        }
+        self.count_missing(action, left.len());
         Ok(left.into_iter().collect())
     }
 

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 use arrow_flight::FlightDescriptor;
 use serde_json::{json, Value};
 
-use crate::cluster::{exact_top_k, vector, Cluster};
+use crate::cluster::{vector, Cluster};
 use crate::flight_reads::scanned_ids;
 use crate::shard_reads::{post, scroll_ids};
-use crate::shards::{answers_exactly, flight_client, shard_points};
+use crate::shards::{answers_exactly, assert_top_ids, flight_client, shard_points};
 
 /// A pin taken across shards, as the test holds it.
 pub struct ShardPin {
@@ -176,17 +176,7 @@ pub async fn after_a_peer_died(http0: &str, collection: &str, pin: &ShardPin, de
     .await;
     assert_eq!(partial["missing_shards"], json!([1]), "{partial}");
     let shard0 = shard_points(&pin.points, &pin.partition_of, 2, 0);
-    let got: Vec<u64> = partial["result"]
-        .as_array()
-        .expect("result")
-        .iter()
-        .map(|h| h["id"].as_u64().expect("id"))
-        .collect();
-    let want: Vec<u64> = exact_top_k(&shard0, &q, 10)
-        .iter()
-        .map(|(id, _)| *id)
-        .collect();
-    assert_eq!(got, want, "the pinned shard 0, exactly");
+    assert_top_ids(&shard0, &q, &partial["result"], "the pinned shard 0");
     eprintln!("step: the pin's peer died; its shard is missing, not read live elsewhere");
 }
 

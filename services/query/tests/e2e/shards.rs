@@ -258,17 +258,12 @@ pub async fn split_collection_is_served_whole_and_by_shard(
             r["stale"].to_string().contains("partial"),
             "a partial answer says so: {r}"
         );
-        let got: Vec<u64> = r["result"]
-            .as_array()
-            .expect("result")
-            .iter()
-            .map(|h| h["id"].as_u64().expect("id"))
-            .collect();
-        let want: Vec<u64> = exact_top_k(&shard0, &q, 10)
-            .iter()
-            .map(|(id, _)| *id)
-            .collect();
-        assert_eq!(got, want, "query {seed}: the exact answer over shard 0");
+        assert_top_ids(
+            &shard0,
+            &q,
+            &r["result"],
+            &format!("query {seed} over shard 0"),
+        );
     }
     // Reads it cannot answer whole are refused too, never answered from
     // shard 0 alone as if shard 1 were empty.
@@ -470,6 +465,22 @@ fn check_exact(points: &BTreeMap<u64, Vec<f32>>, q: &[f32], hits: &Value, whole:
     for ((_, g), (_, w)) in got.iter().zip(&want) {
         assert!((g - f64::from(*w)).abs() < 1e-3, "scores: {whole}");
     }
+}
+
+/// Checks that `hits` (an answer's `result`) hold the ids of the exact top
+/// 10 of `points` for `q`, in order.
+pub fn assert_top_ids(points: &BTreeMap<u64, Vec<f32>>, q: &[f32], hits: &Value, what: &str) {
+    let got: Vec<u64> = hits
+        .as_array()
+        .expect("result")
+        .iter()
+        .map(|h| h["id"].as_u64().expect("id"))
+        .collect();
+    let want: Vec<u64> = exact_top_k(points, q, 10)
+        .iter()
+        .map(|(id, _)| *id)
+        .collect();
+    assert_eq!(got, want, "{what}: the exact answer");
 }
 
 /// Waits until `http` answers a whole search (its peers are known).
