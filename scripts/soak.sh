@@ -5,8 +5,9 @@
 # then republishes a dataset (default the full debian-minilm) as Arrow
 # batches of 100 rows at RATE rows/s for SECS seconds, upserting the same
 # ids pass after pass (so seals write delete bits and merges compact), and
-# prints every 15 s the resident memory of eddy-ingest and eddy-query, the
-# rows waiting for a graph, the segment count and the consumer lag; one
+# prints every 15 s the resident memory of eddy-ingest and eddy-query
+# (eddy-query's split into heap and mapped files, beside the bytes of the
+# segment and index files the newest manifest serves), the rows waiting for a graph, the segment count and the consumer lag; one
 # minute after the writer stops it prints the idle figures and exits.
 #
 #   scripts/soak.sh [--dataset DIR] [--rate ROWS_PER_S] [--secs S]
@@ -56,14 +57,39 @@ timeout "$secs" target/release/eddy-loadtest produce --brokers "$broker" --topic
 
 gauge() { grep "^$1{" <<<"$2" | awk '{s += $2} END {print s + 0}'; }
 rss_mib() { ps -o rss= -C "$1" | awk '{s += $1} END {print int(s / 1024)}'; }
+# Resident memory split as the kernel counts it: anonymous (the heap) and
+# file-backed (mapped segment and index files, which the kernel reclaims
+# under pressure), in MiB.
+rss_split() {
+    local pid
+    pid=$(pgrep -x -n "$1" || true)
+    [[ -n "$pid" ]] || { echo "- / -"; return; }
+    awk '/^RssAnon/ {a = $2} /^RssFile/ {f = $2} END {printf "%d / %d", a / 1024, f / 1024}' "/proc/$pid/status"
+}
+# Bytes of the segment and index files the newest manifest serves (what
+# eddy-query holds in memory with --segment-residency huge-pages), in MiB.
+store=$(pgrep -a -x -n eddy-query | grep -o -- "--store [^ ]*" | cut -d' ' -f2)
+served_mib() {
+    python3 - "$store/collections/demo" <<'PY' 2>/dev/null || echo "-"
+import glob, json, os, sys
+d = sys.argv[1]
+body = json.load(open(sorted(glob.glob(d + "/manifests/*.json"))[-1]))["body"]
+total = 0
+for s in body["segments"]:
+    total += s["bytes"]
+    if s.get("index"):
+        total += os.path.getsize(os.path.join(d, "segments", s["index"]))
+print(total >> 20)
+PY
+}
 echo "rate $rate rows/s for $secs s ($dataset, $rows rows a pass); logs in $work"
-echo "| t s | eddy-ingest RSS MiB | eddy-query RSS MiB | rows without a graph | segments | consumer lag |"
-echo "|---|---|---|---|---|---|"
+echo "| t s | eddy-ingest RSS MiB | eddy-query RSS MiB | eddy-query anon / file MiB | served segments + indexes MiB | rows without a graph | segments | consumer lag |"
+echo "|---|---|---|---|---|---|---|---|"
 start=$(date +%s)
 while true; do
     t=$(( $(date +%s) - start ))
     m=$(curl -s "http://$metrics/metrics" || true)
-    echo "| $t | $(rss_mib eddy-ingest) | $(rss_mib eddy-query) | $(gauge eddy_ingest_unindexed_rows "$m") | $(gauge eddy_ingest_segments "$m") | $(gauge eddy_ingest_consumer_lag "$m") |"
+    echo "| $t | $(rss_mib eddy-ingest) | $(rss_mib eddy-query) | $(rss_split eddy-query) | $(served_mib) | $(gauge eddy_ingest_unindexed_rows "$m") | $(gauge eddy_ingest_segments "$m") | $(gauge eddy_ingest_consumer_lag "$m") |"
     (( t >= secs + 60 )) && break
     sleep 15
 done
