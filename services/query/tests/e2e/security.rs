@@ -334,7 +334,8 @@ pub async fn dropping_collections_and_flight_actions(cluster: &Cluster) {
             "search_shards",
             "count_shards",
             "get_point_shards",
-            "scroll_shards"
+            "scroll_shards",
+            "pin_shards"
         ]
     );
     let action =

@@ -14,8 +14,8 @@ use serde_json::{json, Value};
 
 use crate::cluster::{vector, Cluster};
 use crate::flight_reads::scanned_ids;
-use crate::shard_reads::{post, scroll_ids};
-use crate::shards::{answers_exactly, assert_top_ids, flight_client, shard_points};
+use crate::shard_reads::{assert_top_ids, post, scroll_ids};
+use crate::shards::{answers_exactly, flight_client, shard_points};
 
 /// A pin taken across shards, as the test holds it.
 pub struct ShardPin {

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
+use crate::cluster::exact_top_k;
+
 /// Through a node serving one shard (with peers for the other): every
 /// point is read by id with its vector and payload, an unknown id is not
 /// found, and a scroll pages through every point of both shards in id
@@ -132,4 +134,20 @@ pub async fn post(url: String, body: &Value) -> Value {
         .json()
         .await
         .expect("json")
+}
+
+/// Checks that `hits` (an answer's `result`) hold the ids of the exact top
+/// 10 of `points` for `q`, in order.
+pub fn assert_top_ids(points: &BTreeMap<u64, Vec<f32>>, q: &[f32], hits: &Value, what: &str) {
+    let got: Vec<u64> = hits
+        .as_array()
+        .expect("result")
+        .iter()
+        .map(|h| h["id"].as_u64().expect("id"))
+        .collect();
+    let want: Vec<u64> = exact_top_k(points, q, 10)
+        .iter()
+        .map(|(id, _)| *id)
+        .collect();
+    assert_eq!(got, want, "{what}: the exact answer");
 }

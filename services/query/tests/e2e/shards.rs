@@ -20,7 +20,8 @@ use crate::cluster::{
     Cluster,
 };
 use crate::shard_reads::{
-    first_id_in, first_id_not_in, get_json, get_status, post, reads_reach_every_shard, scroll_ids,
+    assert_top_ids, first_id_in, first_id_not_in, get_json, get_status, post,
+    reads_reach_every_shard, scroll_ids,
 };
 use crate::{flight_reads, http_api, shard_pins};
 
@@ -465,22 +466,6 @@ fn check_exact(points: &BTreeMap<u64, Vec<f32>>, q: &[f32], hits: &Value, whole:
     for ((_, g), (_, w)) in got.iter().zip(&want) {
         assert!((g - f64::from(*w)).abs() < 1e-3, "scores: {whole}");
     }
-}
-
-/// Checks that `hits` (an answer's `result`) hold the ids of the exact top
-/// 10 of `points` for `q`, in order.
-pub fn assert_top_ids(points: &BTreeMap<u64, Vec<f32>>, q: &[f32], hits: &Value, what: &str) {
-    let got: Vec<u64> = hits
-        .as_array()
-        .expect("result")
-        .iter()
-        .map(|h| h["id"].as_u64().expect("id"))
-        .collect();
-    let want: Vec<u64> = exact_top_k(points, q, 10)
-        .iter()
-        .map(|(id, _)| *id)
-        .collect();
-    assert_eq!(got, want, "{what}: the exact answer");
 }
 
 /// Waits until `http` answers a whole search (its peers are known).
