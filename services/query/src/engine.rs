@@ -180,7 +180,7 @@ impl Engine {
     /// split collection this node does not serve whole, with pins of the
     /// other shards on peers serving them (see [`crate::fanout::pin`]).
     /// Refused with 503 when a shard has no peer to pin it.
-    pub async fn pin(&self, name: &str) -> Result<(PinInfo, Arc<Collection>), ApiError> {
+    pub async fn pin(self: &Arc<Self>, name: &str) -> Result<(PinInfo, Arc<Collection>), ApiError> {
         let live = self.collection(name)?;
         let missing = live.missing_shards();
         let remote = match (&self.peers, missing.is_empty()) {
@@ -195,17 +195,21 @@ impl Engine {
             // name the others missing (503, or partial when allowed).
             _ => Vec::new(),
         };
-        let info = self.pins.pin(&self.store, &live, remote)?;
+        let info = self.pin_here(live, remote).await?;
         let pinned = self.pins.get(name, &info.token)?;
         Ok((info, pinned))
     }
 
-    /// Pins what `live` serves on this node alone (a peer's part of a
-    /// pin across shards).
-    pub fn pin_here(&self, live: &Collection) -> Result<(PinInfo, Arc<Collection>), ApiError> {
-        let info = self.pins.pin(&self.store, live, Vec::new())?;
-        let pinned = self.pins.get(live.name(), &info.token)?;
-        Ok((info, pinned))
+    /// Pins what `live` serves on this node, with `remote`, the pins peers
+    /// took of the shards it lacks. The tail copy and the store lease run
+    /// off the async workers.
+    pub async fn pin_here(
+        self: &Arc<Self>,
+        live: Arc<Collection>,
+        remote: Vec<(crate::fanout::pin::RemotePin, PinInfo)>,
+    ) -> Result<PinInfo, ApiError> {
+        let engine = self.clone();
+        store_io(move || engine.pins.pin(&engine.store, &live, remote)).await
     }
 
     /// Every served collection, by name.

@@ -188,7 +188,7 @@ pub async fn answer(engine: &Arc<Engine>, body: &[u8]) -> Result<Vec<u8>, ApiErr
         .map_err(|e| ApiError::BadRequest(format!("invalid {PIN_SHARDS} body: {e}")))?;
     let collection = engine.collection(&leg.collection)?;
     check_serves(&collection, &leg.collection, &leg.shards)?;
-    let (info, _) = engine.pin_here(&collection)?;
+    let info = engine.pin_here(collection, Vec::new()).await?;
     serde_json::to_vec(&info).map_err(|e| ApiError::Internal(e.to_string()))
 }
 

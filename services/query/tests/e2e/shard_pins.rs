@@ -7,14 +7,13 @@
 //! a replica's live data.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
 
 use arrow_flight::FlightDescriptor;
 use serde_json::{json, Value};
 
 use crate::cluster::{vector, Cluster};
 use crate::flight_reads::scanned_ids;
-use crate::shard_reads::{assert_top_ids, post, scroll_ids};
+use crate::shard_reads::{assert_top_ids, post, scroll_ids, wait_search_answers};
 use crate::shards::{answers_exactly, flight_client, shard_points};
 
 /// A pin taken across shards, as the test holds it.
@@ -183,24 +182,7 @@ pub async fn after_a_peer_died(http0: &str, collection: &str, pin: &ShardPin, de
 /// Waits until the node at `http` reflects `min_offsets` (a search body's
 /// `{"min_offsets": ...}`) for the partitions it serves.
 async fn wait_reflects(http: &str, collection: &str, min_offsets: &Value) {
-    let deadline = Instant::now() + Duration::from_secs(60);
     let mut body = json!({"vector": vector(1), "k": 1, "allow_partial": true});
     body["min_offsets"] = min_offsets["min_offsets"].clone();
-    loop {
-        let status = reqwest::Client::new()
-            .post(format!("{http}/v1/collections/{collection}/search"))
-            .json(&body)
-            .send()
-            .await
-            .map(|r| r.status().as_u16())
-            .unwrap_or(0);
-        if status == 200 {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{http} never reflected {min_offsets}: {status}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_search_answers(http, collection, &body, &format!("with {min_offsets}")).await;
 }

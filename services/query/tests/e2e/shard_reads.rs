@@ -151,3 +151,26 @@ pub fn assert_top_ids(points: &BTreeMap<u64, Vec<f32>>, q: &[f32], hits: &Value,
         .collect();
     assert_eq!(got, want, "{what}: the exact answer");
 }
+
+/// Waits (up to a minute) until `http` answers the search `body` on
+/// `collection` with 200; `what` names what is waited for.
+pub async fn wait_search_answers(http: &str, collection: &str, body: &Value, what: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let status = reqwest::Client::new()
+            .post(format!("{http}/v1/collections/{collection}/search"))
+            .json(body)
+            .send()
+            .await
+            .map(|r| r.status().as_u16())
+            .unwrap_or(0);
+        if status == 200 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{http} never answered {what}: {status}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

@@ -8,7 +8,7 @@
 //! partial. A snapshot pinned there spans both shards ([`shard_pins`]).
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use arrow_array::RecordBatch;
 use arrow_flight::{FlightClient, Ticket};
@@ -21,7 +21,7 @@ use crate::cluster::{
 };
 use crate::shard_reads::{
     assert_top_ids, first_id_in, first_id_not_in, get_json, get_status, post,
-    reads_reach_every_shard, scroll_ids,
+    reads_reach_every_shard, scroll_ids, wait_search_answers,
 };
 use crate::{flight_reads, http_api, shard_pins};
 
@@ -470,19 +470,6 @@ fn check_exact(points: &BTreeMap<u64, Vec<f32>>, q: &[f32], hits: &Value, whole:
 
 /// Waits until `http` answers a whole search (its peers are known).
 async fn wait_fanned_out(http: &str, collection: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let status = reqwest::Client::new()
-            .post(format!("{http}/v1/collections/{collection}/search"))
-            .json(&json!({"vector": vector(1), "k": 1}))
-            .send()
-            .await
-            .map(|r| r.status().as_u16())
-            .unwrap_or(0);
-        if status == 200 {
-            return;
-        }
-        assert!(Instant::now() < deadline, "never answered whole: {status}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let body = json!({"vector": vector(1), "k": 1});
+    wait_search_answers(http, collection, &body, "whole").await;
 }
