@@ -185,3 +185,46 @@ impl S3Server {
         ]
     }
 }
+
+/// Variable naming a benchmark's S3 store instead of moto: a store URL
+/// (`s3://bucket/prefix`, the bucket existing), reached with the standard
+/// `AWS_*` variables (`AWS_ENDPOINT`, `AWS_ALLOW_HTTP`, keys, region).
+pub const BENCH_S3_URL_ENV: &str = "EDDY_BENCH_S3_URL";
+
+/// The S3 store a benchmark runs against: moto's server started here, or
+/// the one [`BENCH_S3_URL_ENV`] names (a faster server, or a real bucket).
+pub enum BenchS3 {
+    /// moto on loopback, stopped on drop.
+    Moto(S3Server),
+    /// A store URL reached through the process's environment.
+    External(String),
+}
+
+impl BenchS3 {
+    /// The store [`BENCH_S3_URL_ENV`] names, else moto started with `bucket`.
+    pub fn from_env(bucket: &str) -> Result<BenchS3> {
+        match std::env::var(BENCH_S3_URL_ENV) {
+            Ok(url) if !url.is_empty() => {
+                Ok(BenchS3::External(url.trim_end_matches('/').to_owned()))
+            }
+            _ => S3Server::start(bucket).map(BenchS3::Moto),
+        }
+    }
+
+    /// The store location of a store under `prefix`.
+    pub fn store_url(&self, prefix: &str) -> String {
+        match self {
+            BenchS3::Moto(server) => server.store_url(prefix),
+            BenchS3::External(url) => format!("{url}/{prefix}"),
+        }
+    }
+
+    /// Object-store settings to pass on (moto's; none for an external
+    /// store, which the environment describes).
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        match self {
+            BenchS3::Moto(server) => server.env(),
+            BenchS3::External(_) => Vec::new(),
+        }
+    }
+}

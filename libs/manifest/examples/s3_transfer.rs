@@ -5,12 +5,13 @@
 //! `cargo run --release -p eddy-manifest --example s3_transfer -- [MiB] [files]`
 //! (default 64 MiB × 4). moto is a Python emulator serving one request at a
 //! time: the figures bound what the backend does per byte, not what a real
-//! S3 endpoint delivers.
+//! S3 endpoint delivers. `EDDY_BENCH_S3_URL=s3://bucket/prefix` (with the
+//! `AWS_*` variables) runs against another S3 server instead.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use eddy_loadtest::s3_server::S3Server;
+use eddy_loadtest::s3_server::BenchS3;
 use eddy_manifest::{Error, SegmentEntry, Store, StoreLocation};
 use eddy_model::CollectionDef;
 
@@ -18,7 +19,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let mib: usize = args.next().map_or(Ok(64), |a| a.parse())?;
     let files: usize = args.next().map_or(Ok(4), |a| a.parse())?;
-    let server = S3Server::start("bench")?;
+    let server = BenchS3::from_env("bench")?;
     let config = server.env();
     let location = StoreLocation::parse(&server.store_url("transfer"))?;
     let writer_cache = tempfile::tempdir()?;
@@ -60,6 +61,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let fetch = started.elapsed().as_secs_f64();
 
+    // The same files again through a fresh cache, fetched as a node
+    // catching up does: several streams at once.
+    let parallel_cache = tempfile::tempdir()?;
+    let parallel = Store::open_location_with(&location, parallel_cache.path(), &config)?;
+    let names: Vec<String> = ids.iter().map(|id| format!("{id}.seg")).collect();
+    let started = Instant::now();
+    for fetched in parallel.fetch_files("c", &names) {
+        fetched?;
+    }
+    let fetch_parallel = started.elapsed().as_secs_f64();
+
     let started = Instant::now();
     let mut read = 0usize;
     for id in &ids {
@@ -72,6 +84,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("local write     {:8.1} MiB/s", total / local_write);
     println!("upload (CRC+put){:8.1} MiB/s", total / upload);
     println!("fetch (get+CRC) {:8.1} MiB/s", total / fetch);
+    println!(
+        "fetch, {} streams {:8.1} MiB/s",
+        eddy_manifest::FETCH_STREAMS,
+        total / fetch_parallel
+    );
     println!(
         "local read      {:8.1} MiB/s (page cache)",
         total / local_read

@@ -43,5 +43,5 @@ pub use gc::{GcPolicy, GcReport};
 pub use lease::{Lease, LeaseRecord, LEASE_FORMAT};
 pub use manifest::{Manifest, PartitionResume, PartitionState, SegmentEntry};
 pub use nodes::{valid_node_id, NodeRecord, NODE_FORMAT};
-pub use store::{CreateOutcome, Store};
+pub use store::{CreateOutcome, Store, FETCH_STREAMS};
 pub use update::Updated;

@@ -24,6 +24,9 @@ use crate::cache::CacheBound;
 use crate::envelope::{COLLECTION_FORMAT, MANIFEST_FORMAT};
 use crate::{deletes, Error, Manifest, Result};
 
+/// Files fetched at once from an object store by [`Store::fetch_files`].
+pub const FETCH_STREAMS: usize = 4;
+
 /// Outcome of an idempotent collection create.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CreateOutcome {
@@ -316,6 +319,14 @@ impl Store {
         }
     }
 
+    /// Puts segment `id`, which this node wrote, in the object store now,
+    /// before a manifest names it (the publish then finds it there and only
+    /// names it): a writer uploads off its publish. Checks the file is
+    /// there on a local directory.
+    pub fn upload_segment(&self, collection: &str, id: &str) -> Result<()> {
+        self.ensure_stored(collection, &format!("{id}.seg"))
+    }
+
     /// A local path holding file `name` of `collection` (a segment or index
     /// file a manifest names), fetched from the object store into this
     /// node's cache if it is not there yet.
@@ -338,6 +349,41 @@ impl Store {
             cache.add(&path);
         }
         Ok(path)
+    }
+
+    /// Fetches files `names` of `collection` into this node's cache (see
+    /// [`Store::fetch_file`]), up to [`FETCH_STREAMS`] at once, one stream
+    /// per file: a node catching up on many files is then bound by its
+    /// link and disk, not by one stream's round trips. Each file's outcome,
+    /// in the order of `names`.
+    pub fn fetch_files(&self, collection: &str, names: &[String]) -> Vec<Result<PathBuf>> {
+        if !self.backend.is_remote() || names.len() < 2 {
+            return names
+                .iter()
+                .map(|n| self.fetch_file(collection, n))
+                .collect();
+        }
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let mut fetched: Vec<(usize, Result<PathBuf>)> = std::thread::scope(|scope| {
+            let streams: Vec<_> = (0..FETCH_STREAMS.min(names.len()))
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut mine = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            let Some(name) = names.get(i) else { break mine };
+                            mine.push((i, self.fetch_file(collection, name)));
+                        }
+                    })
+                })
+                .collect();
+            streams
+                .into_iter()
+                .flat_map(|s| s.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        });
+        fetched.sort_by_key(|(i, _)| *i);
+        fetched.into_iter().map(|(_, outcome)| outcome).collect()
     }
 
     /// A local path holding segment `id` (see [`Store::fetch_file`]).

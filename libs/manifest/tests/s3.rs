@@ -161,6 +161,24 @@ fn segment_files_upload_on_publish_and_fetch_into_another_cache() {
         );
     }
 
+    // Fetched at once into another cache, each in its place, byte for
+    // byte; a name the bucket lacks fails alone, in its own place.
+    let parallel_cache = tempfile::tempdir().expect("tmp");
+    let parallel = open(&server, "files", parallel_cache.path());
+    let mut names: Vec<String> = ids.iter().map(|(id, _)| format!("{id}.seg")).collect();
+    names.insert(1, "never-written.seg".to_owned());
+    let fetched = parallel.fetch_files("c", &names);
+    assert_eq!(fetched.len(), 3);
+    assert!(fetched[1].is_err(), "the missing file fails");
+    for (outcome, bytes) in [&fetched[0], &fetched[2]].into_iter().zip([&small, &large]) {
+        let path = outcome.as_ref().expect("fetched");
+        assert!(path.starts_with(parallel_cache.path()));
+        assert!(
+            fs::read(path).expect("read") == *bytes,
+            "{path:?} came back whole"
+        );
+    }
+
     // A cache bounded below both files keeps only the one used last, and
     // fetches the other again when asked.
     let bounded_cache = tempfile::tempdir().expect("tmp");

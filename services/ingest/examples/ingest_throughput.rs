@@ -12,7 +12,13 @@
 //! ```
 //!
 //! With `EDDY_BENCH_S3=1` the store is an S3 bucket on moto's server on
-//! loopback (segments uploaded at each seal) instead of a local directory.
+//! loopback (segments uploaded at each seal) instead of a local directory;
+//! with `EDDY_BENCH_S3_URL=s3://bucket/prefix` too, the bucket that URL
+//! names (reached with the `AWS_*` variables) instead of moto.
+//!
+//! `EDDY_BENCH_SEAL=wait` holds the loop at each seal until it is
+//! published, instead of writing the segment off the loop as the worker
+//! does (the behaviour before seals were pipelined, for A/B runs).
 //!
 //! `EDDY_BENCH_WRITES=buffered` writes segments through the page cache
 //! instead of with `O_DIRECT` (the default).
@@ -177,7 +183,7 @@ fn main() {
         .collect();
     let dir = tempfile::tempdir().expect("tmp");
     let s3 = std::env::var_os("EDDY_BENCH_S3")
-        .map(|_| eddy_loadtest::s3_server::S3Server::start("bench").expect("S3 server"));
+        .map(|_| eddy_loadtest::s3_server::BenchS3::from_env("bench").expect("S3 server"));
     let store = match &s3 {
         None => Store::open(dir.path()).expect("store"),
         Some(server) => {
@@ -205,6 +211,7 @@ fn main() {
         .assign(&[0], &std::collections::BTreeMap::from([(0, 0)]))
         .expect("assign");
     let messages = events / per_message;
+    let wait_for_seals = std::env::var("EDDY_BENCH_SEAL").is_ok_and(|v| v == "wait");
     let started = Instant::now();
     let cpu_start = cpu_seconds();
     let mut seals = 0;
@@ -226,8 +233,16 @@ fn main() {
             eddy_ingest::Applied::Done,
             "event {offset} applied"
         );
+        // As the worker does: a written seal publishes, a due one starts
+        // (written on its own thread), or with EDDY_BENCH_SEAL=wait the
+        // seal holds the loop until published.
+        state.poll_seal().expect("publish");
         if state.should_seal() {
-            state.seal().expect("seal");
+            if wait_for_seals {
+                state.seal().expect("seal");
+            } else {
+                state.start_seal().expect("seal");
+            }
             seals += 1;
         }
         if (offset + 1) % (messages / 10).max(1) == 0 {

@@ -47,6 +47,10 @@ pub enum Error {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// The thread writing a seal's segment panicked (the seal is retried
+    /// on the worker's thread).
+    #[error("the thread writing a seal's segment panicked")]
+    SealWriterPanicked,
     /// A manifest update that always publishes came back without a version
     /// (a broken invariant, reported instead of a panic).
     #[error("{0}: the manifest update published nothing")]

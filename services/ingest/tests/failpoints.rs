@@ -1,6 +1,7 @@
 //! In-process crash-point tests (built with `--features failpoints`): a
 //! seal that stalls between writing its segment and publishing while the
-//! garbage collector runs with the clock far past its grace.
+//! garbage collector runs with the clock far past its grace, and a seal
+//! whose segment write is held while events keep arriving.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -19,14 +20,27 @@ fn def() -> CollectionDef {
     def.validated().expect("valid")
 }
 
-/// Seals ten events while the seal is held between writing its segment and
-/// publishing; meanwhile another writer publishes and the collector runs
-/// `gc_after` later with a one-minute grace. Returns the segment files the
-/// collector removed.
-fn stalled_seal(write_lease: Duration, gc_after: Duration) -> usize {
-    let scenario = FailScenario::setup();
-    let dir = tempfile::tempdir().expect("tmp");
-    let store = Store::open(dir.path()).expect("store");
+/// Applies an upsert of `id` (vector `[id, 1]`) at `offset` of partition 0.
+fn apply(state: &mut CollectionState, id: u64, offset: i64) {
+    let key = id.to_string();
+    let value = format!(r#"{{"id":{id},"vector":[{id},1]}}"#);
+    let record = eddy_kafka::Record {
+        message: Message {
+            key: Some(key.as_bytes()),
+            value: Some(value.as_bytes()),
+            content_type: None,
+        },
+        partition: 0,
+        offset,
+        timestamp_ms: 0,
+    };
+    assert_eq!(state.apply(record), Applied::Done, "offset {offset}");
+}
+
+/// A collection state of [`def`] owning partition 0 of a new store in
+/// `dir`, sealing only when asked.
+fn state_in(dir: &std::path::Path, write_lease: Duration) -> (Store, CollectionState) {
+    let store = Store::open(dir).expect("store");
     store.create_collection(&def()).expect("collection");
     let policy = SealPolicy {
         max_rows: usize::MAX,
@@ -39,21 +53,19 @@ fn stalled_seal(write_lease: Duration, gc_after: Duration) -> usize {
     state
         .assign(&[0], &std::collections::BTreeMap::new())
         .expect("assign");
+    (store, state)
+}
+
+/// Seals ten events while the seal is held between writing its segment and
+/// publishing; meanwhile another writer publishes and the collector runs
+/// `gc_after` later with a one-minute grace. Returns the segment files the
+/// collector removed.
+fn stalled_seal(write_lease: Duration, gc_after: Duration) -> usize {
+    let scenario = FailScenario::setup();
+    let dir = tempfile::tempdir().expect("tmp");
+    let (store, mut state) = state_in(dir.path(), write_lease);
     for id in 0..10u64 {
-        let key = id.to_string();
-        let value = format!(r#"{{"id":{id},"vector":[{id},1]}}"#);
-        let msg = Message {
-            key: Some(key.as_bytes()),
-            value: Some(value.as_bytes()),
-            content_type: None,
-        };
-        let record = eddy_kafka::Record {
-            message: msg,
-            partition: 0,
-            offset: id as i64,
-            timestamp_ms: 0,
-        };
-        assert_eq!(state.apply(record), Applied::Done);
+        apply(&mut state, id, id as i64);
     }
     let removed = Arc::new(AtomicUsize::new(0));
     let hits = Arc::new(AtomicUsize::new(0));
@@ -110,4 +122,52 @@ fn a_seal_stalled_past_its_lease_writes_again_instead_of_naming_a_deleted_file()
         1,
         "the collector removed the stalled segment"
     );
+}
+
+/// A seal's segment is written off the consume path: while its write is
+/// held (at `segment::before_fsync`, on the seal's thread), events keep
+/// being applied into a new buffer and nothing is published; once the
+/// write goes on, the seal publishes exactly what it froze, and the next
+/// seal the rest, deleting the sealed rows of the ids it upserted again.
+#[test]
+fn events_apply_while_a_seal_writes_and_each_publish_covers_what_it_froze() {
+    let scenario = FailScenario::setup();
+    let dir = tempfile::tempdir().expect("tmp");
+    let (store, mut state) = state_in(dir.path(), Duration::from_secs(600));
+    for id in 0..10u64 {
+        apply(&mut state, id, id as i64);
+    }
+    let before = store.latest_manifest("m").expect("latest").version;
+    fail::cfg("segment::before_fsync", "pause").expect("failpoint");
+    assert_eq!(state.start_seal().expect("start"), None, "no earlier seal");
+    assert!(state.seal_in_flight());
+    // Ids 5..15 at offsets 10..20: 5..10 upsert rows the held seal holds.
+    for id in 5..15u64 {
+        apply(&mut state, id, id as i64 + 5);
+    }
+    assert_eq!(state.poll_seal().expect("poll"), None, "the write is held");
+    assert_eq!(
+        store.latest_manifest("m").expect("latest").version,
+        before,
+        "nothing published while the write is held"
+    );
+    fail::remove("segment::before_fsync");
+    let first = state
+        .wait_seal()
+        .expect("first seal")
+        .expect("first published");
+    assert_eq!(first.committed, [(0, 10)].into(), "the frozen events only");
+    assert!(!state.seal_in_flight());
+    let second = state.seal().expect("second seal").expect("published");
+    assert_eq!(second.committed, [(0, 20)].into());
+    let (report, rows) = fsck(&store, "m").expect("fsck");
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(report.live_rows, 15, "{report:?}");
+    for id in 0..15u64 {
+        let live = &rows[&eddy_model::PointId::Num(id)];
+        assert_eq!(live.len(), 1, "id {id}: {live:?}");
+        let offset = if id < 5 { id as i64 } else { id as i64 + 5 };
+        assert_eq!(live[0].offset, offset, "id {id}: the newest write");
+    }
+    scenario.teardown();
 }

@@ -12,6 +12,7 @@
 
 pub(crate) mod local;
 mod s3;
+mod s3_config;
 
 use std::fmt;
 use std::path::{Path, PathBuf};

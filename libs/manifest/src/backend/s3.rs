@@ -19,18 +19,16 @@ use std::future::Future;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
-use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as Key;
 use object_store::{
     Attribute, AttributeValue, Attributes, ObjectStore as _, PutMode, PutMultipartOptions,
-    PutOptions, PutPayload, RetryConfig, WriteMultipart,
+    PutOptions, PutPayload, WriteMultipart,
 };
 
-use super::{Backend, Listed};
+use super::{s3_config, Backend, Listed};
 use crate::store::unique_suffix;
 use crate::{Error, Result};
 
@@ -42,11 +40,6 @@ const PART_BYTES: usize = 16 << 20;
 const PARTS_IN_FLIGHT: usize = 4;
 /// Metadata key of the CRC32 a file carries.
 const CRC_METADATA: &str = "eddy-crc32";
-/// Setting (beside `object_store`'s own keys): how long, in ms, a failed
-/// request is retried (default 180,000).
-pub(crate) const RETRY_TIMEOUT_MS: &str = "retry_timeout_ms";
-/// Setting: how many times a failed request is retried (default 10).
-pub(crate) const MAX_RETRIES: &str = "max_retries";
 /// Creates raced against each other by the start-up probe.
 const PROBE_RACERS: usize = 8;
 
@@ -74,7 +67,7 @@ pub(crate) struct ObjectStore {
 
 /// An error about `what`; an object the store does not have keeps the
 /// `NotFound` kind, so callers can tell a missing file from a failed request.
-fn other(what: &Path, e: impl std::error::Error + Send + Sync + 'static) -> Error {
+pub(super) fn other(what: &Path, e: impl std::error::Error + Send + Sync + 'static) -> Error {
     let missing = (&e as &dyn std::any::Any)
         .downcast_ref::<object_store::Error>()
         .is_some_and(|e| matches!(e, object_store::Error::NotFound { .. }));
@@ -113,30 +106,8 @@ impl ObjectStore {
                 path: PathBuf::from(&location),
                 source: e,
             })?;
-        let mut builder = AmazonS3Builder::from_env();
-        let mut retry = RetryConfig::default();
-        for (name, value) in config {
-            // eddy's own: how long a failed request is retried.
-            let bad = |e: std::num::ParseIntError| other(Path::new(&location), e);
-            match name.to_ascii_lowercase().as_str() {
-                RETRY_TIMEOUT_MS => {
-                    retry.retry_timeout = Duration::from_millis(value.parse().map_err(bad)?);
-                    continue;
-                }
-                MAX_RETRIES => {
-                    retry.max_retries = value.parse().map_err(bad)?;
-                    continue;
-                }
-                _ => {}
-            }
-            let key: AmazonS3ConfigKey = name
-                .to_ascii_lowercase()
-                .parse()
-                .map_err(|e| other(Path::new(&location), e))?;
-            builder = builder.with_config(key, value.clone());
-        }
+        let builder = s3_config::builder(&location, config)?;
         let store = builder
-            .with_retry(retry)
             .with_bucket_name(bucket)
             .build()
             .map_err(|e| other(Path::new(&location), e))?;

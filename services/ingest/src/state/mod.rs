@@ -65,6 +65,8 @@ pub struct CollectionState {
     id_rows: IdRows,
     /// When the first event of the current buffer arrived.
     first_event: Option<Instant>,
+    /// The seal under way: a frozen buffer being written, then published.
+    in_flight: Option<seal::InFlight>,
     /// Whether the topic's compaction explains gaps in its offsets.
     gaps: Gaps,
     /// Per partition, the manifest `next_offset` last seen (to date the
@@ -98,6 +100,7 @@ impl CollectionState {
             manifest,
             id_rows,
             first_event: None,
+            in_flight: None,
             gaps: Gaps::Refused,
             progress: BTreeMap::new(),
             taken_at: BTreeMap::new(),

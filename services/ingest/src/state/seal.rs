@@ -1,19 +1,31 @@
 //! The seal: the growing buffer becomes a published segment in three named
-//! steps — [write the segment](CollectionState::write_segment), [plan the
-//! deletes](CollectionState::plan_deletes) its events make on older
-//! segments, and [publish](CollectionState::publish) a manifest version with
-//! both and the new offsets, retried on compare-and-swap conflicts.
+//! steps — [write the segment](write_stage) (and upload it to an object
+//! store), [plan the deletes](CollectionState::plan_deletes) its events make
+//! on older segments, and [publish](CollectionState::publish) a manifest
+//! version with both and the new offsets, retried on compare-and-swap
+//! conflicts.
+//!
+//! The write runs on a thread of its own, off the consume path: the buffer
+//! is frozen and a new one takes events while the old one is written and
+//! uploaded ([`CollectionState::start_seal`]); the publish runs on the
+//! worker's thread once the write is done ([`CollectionState::poll_seal`]),
+//! in order, before the next seal starts. At most one seal is under way per
+//! chain, so a buffer that fills while the last one is still being written
+//! waits for it: that wait is the write path's backpressure.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::Instant;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-use eddy_manifest::{Manifest, SegmentEntry};
+use eddy_manifest::{Lease, Manifest, SegmentEntry, Store};
+use eddy_model::CollectionDef;
 use eddy_segment::Growing;
 use roaring::RoaringBitmap;
 use tracing::{info, warn};
 
-use super::CollectionState;
-use crate::error::Result;
+use super::{CollectionState, Owned};
+use crate::error::{Error, Result};
 
 /// What one seal published.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,7 +36,22 @@ pub struct SealOutcome {
     pub committed: BTreeMap<u32, i64>,
 }
 
-/// A segment the seal wrote (and fsynced), not yet published.
+impl SealOutcome {
+    /// `a` and `b` as one outcome to commit: the newer version, and each
+    /// partition's offset from the later seal (`b`) where both name it.
+    pub fn combine(a: Option<SealOutcome>, b: Option<SealOutcome>) -> Option<SealOutcome> {
+        match (a, b) {
+            (Some(mut a), Some(b)) => {
+                a.version = a.version.max(b.version);
+                a.committed.extend(b.committed);
+                Some(a)
+            }
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// A segment the seal wrote (and fsynced, and uploaded), not yet published.
 #[derive(Debug)]
 struct WrittenSegment {
     id: String,
@@ -35,85 +62,153 @@ struct WrittenSegment {
     offset_ranges: BTreeMap<u32, (i64, i64)>,
 }
 
+/// What the write step hands the publish: the lease that keeps garbage
+/// collection away from the written file, and the file (none when every
+/// buffered event was a delete).
+#[derive(Debug)]
+struct Written {
+    lease: Lease,
+    segment: Option<WrittenSegment>,
+}
+
+/// A seal under way: the buffer it froze, the offsets it covers, and its
+/// write step (on its own thread until joined; run inline when retried).
+#[derive(Debug)]
+pub(super) struct InFlight {
+    frozen: Arc<Growing>,
+    /// The owned partitions as the buffer froze: the offsets it covers.
+    owned: BTreeMap<u32, Owned>,
+    started: Instant,
+    writer: Option<JoinHandle<Result<Written>>>,
+}
+
 /// Per segment id, the delete bitmap to publish for it.
 type PlannedDeletes = HashMap<String, RoaringBitmap>;
 
 impl CollectionState {
-    /// Seals the buffer: writes its live rows as a segment, then publishes a
-    /// manifest version with the segment, the delete bits of the sealed rows
-    /// its events replaced or removed, and the new offsets. Partitions whose
-    /// epoch moved on (another worker took them) are fenced: their rows are
-    /// published pre-deleted and their offsets not advanced.
+    /// Seals everything consumed so far and waits for it: the seal under
+    /// way (if any) is published, then the buffer is written and published.
+    /// For when the worker must stand still (giving partitions up,
+    /// stopping, restarting a resumed partition).
     pub fn seal(&mut self) -> Result<Option<SealOutcome>> {
+        let earlier = self.start_seal()?;
+        let this = self.wait_seal()?;
+        Ok(SealOutcome::combine(earlier, this))
+    }
+
+    /// Starts a seal of the buffer: waits for the seal under way (if any)
+    /// and publishes it, returning its outcome, then freezes the buffer
+    /// and writes it on a thread of its own while a new buffer takes
+    /// events. [`CollectionState::poll_seal`] publishes it once written.
+    pub fn start_seal(&mut self) -> Result<Option<SealOutcome>> {
+        let earlier = self.wait_seal()?;
         if !self.has_progress() {
             self.first_event = None;
-            return Ok(None);
+            return Ok(earlier);
         }
-        let started = Instant::now();
-        let mut attempt = 0;
-        let outcome = loop {
-            attempt += 1;
-            match self.write_and_publish() {
-                Err(crate::Error::Store(eddy_manifest::Error::MissingFile { path }))
-                    if attempt < 3 =>
-                {
-                    warn!(collection = %self.def.name, path = %path.display(), "a file of the seal was collected while it stalled; writing it again");
-                }
-                other => break other?,
-            }
+        let frozen = Arc::new(std::mem::replace(
+            &mut self.buffer,
+            Growing::new(
+                self.def.dimension as usize,
+                self.def.metric,
+                self.def.id_type,
+            ),
+        ));
+        self.first_event = None;
+        let (store, def, ttl) = (
+            self.store.clone(),
+            self.def.clone(),
+            self.policy.write_lease,
+        );
+        let buffer = frozen.clone();
+        let writer = std::thread::Builder::new()
+            .name(format!("seal-{}", self.def.name))
+            .spawn(move || write_stage(&store, &def, &buffer, ttl))
+            .map_err(|source| Error::Thread {
+                name: format!("seal-{}", self.def.name),
+                source,
+            })?;
+        self.in_flight = Some(InFlight {
+            frozen,
+            owned: self.owned.clone(),
+            started: Instant::now(),
+            writer: Some(writer),
+        });
+        self.publish_gauges();
+        Ok(earlier)
+    }
+
+    /// Publishes the seal under way if its write is done (without waiting).
+    pub fn poll_seal(&mut self) -> Result<Option<SealOutcome>> {
+        let written = self
+            .in_flight
+            .as_ref()
+            .is_some_and(|f| f.writer.as_ref().is_none_or(JoinHandle::is_finished));
+        if written {
+            self.wait_seal()
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Whether a seal is under way (written or not, not yet published).
+    pub fn seal_in_flight(&self) -> bool {
+        self.in_flight.is_some()
+    }
+
+    /// Waits for the seal under way (if any) and publishes it. On failure
+    /// it stays under way: the next call writes it again and retries, as
+    /// the consumed offsets it covers are not committed anywhere.
+    pub fn wait_seal(&mut self) -> Result<Option<SealOutcome>> {
+        let Some(mut flight) = self.in_flight.take() else {
+            return Ok(None);
         };
-        fail::fail_point!("seal::before_commit");
-        self.start_new_buffer(&outcome, started);
-        Ok(Some(outcome))
+        match self.write_and_publish(&mut flight) {
+            Ok(outcome) => {
+                fail::fail_point!("seal::before_commit");
+                self.published(&flight, &outcome);
+                Ok(Some(outcome))
+            }
+            Err(e) => {
+                self.in_flight = Some(flight);
+                Err(e)
+            }
+        }
     }
 
-    /// Steps 1 to 3 under a lease that keeps garbage collection away from
-    /// the files until they are published (or the lease expires: then the
-    /// publish finds a file missing and fails instead of naming it).
-    fn write_and_publish(&mut self) -> Result<SealOutcome> {
+    /// Takes the write step's result (joining its thread, or writing
+    /// inline on a retry) and publishes it under the lease that kept
+    /// garbage collection away; a file collected while the seal stalled
+    /// past its lease is written again.
+    fn write_and_publish(&mut self, flight: &mut InFlight) -> Result<SealOutcome> {
         let ttl = self.policy.write_lease;
-        let mut lease = self.store.take_lease(&self.def.name, "seal", ttl, None)?;
-        let written = self.write_segment()?;
-        fail::fail_point!("seal::before_publish");
-        lease.keep_for_publish(ttl)?;
-        self.publish(written.as_ref())
+        let mut written = match flight.writer.take() {
+            Some(thread) => thread.join().map_err(|_| Error::SealWriterPanicked)??,
+            None => write_stage(&self.store, &self.def, &flight.frozen, ttl)?,
+        };
+        let mut attempt = 1;
+        loop {
+            fail::fail_point!("seal::before_publish");
+            written.lease.keep_for_publish(ttl)?;
+            match self.publish(flight, written.segment.as_ref()) {
+                Err(Error::Store(eddy_manifest::Error::MissingFile { path })) if attempt < 3 => {
+                    warn!(collection = %self.def.name, path = %path.display(), "a file of the seal was collected while it stalled; writing it again");
+                    attempt += 1;
+                    written = write_stage(&self.store, &self.def, &flight.frozen, ttl)?;
+                }
+                other => return other,
+            }
+        }
     }
 
-    /// Step 1: writes the buffer's live rows as a new segment file (none when
-    /// every buffered event was a delete).
-    fn write_segment(&self) -> Result<Option<WrittenSegment>> {
-        if self.buffer.live_rows() == 0 {
-            return Ok(None);
-        }
-        let (id, path) = self.store.new_segment(&self.def.name);
-        let bytes = self
-            .buffer
-            .write_segment(&path, &self.def.payload_fields)
-            .map_err(eddy_manifest::Error::from)?;
-        let partitions: Vec<u32> = self.buffer.live_row_refs().map(|r| r.partition).collect();
-        let mut offset_ranges: BTreeMap<u32, (i64, i64)> = BTreeMap::new();
-        for r in self.buffer.live_row_refs() {
-            let range = offset_ranges
-                .entry(r.partition)
-                .or_insert((r.offset, r.offset));
-            range.0 = range.0.min(r.offset);
-            range.1 = range.1.max(r.offset);
-        }
-        Ok(Some(WrittenSegment {
-            id,
-            bytes,
-            partitions,
-            offset_ranges,
-        }))
-    }
-
-    /// Step 2: the delete bits on older segments for every id this buffer
-    /// touched on an unfenced partition, on top of each segment's deletes as
-    /// `latest` has them (the id → row map must be synced to `latest`).
-    fn plan_deletes(&self, latest: &Manifest) -> PlannedDeletes {
+    /// Step 2: the delete bits on older segments for every id the frozen
+    /// buffer touched on an unfenced partition, on top of each segment's
+    /// deletes as `latest` has them (the id → row map must be synced to
+    /// `latest`).
+    fn plan_deletes(&self, flight: &InFlight, latest: &Manifest) -> PlannedDeletes {
         let mut deletes = PlannedDeletes::new();
-        for (id, touch) in self.buffer.touches() {
-            if self.is_fenced(latest, touch.partition) {
+        for (id, touch) in flight.frozen.touches() {
+            if is_fenced(&flight.owned, latest, touch.partition) {
                 continue;
             }
             if let Some((segment, row)) = self.id_rows.get(id) {
@@ -130,13 +225,17 @@ impl CollectionState {
     /// planned deletes, the written segment and the new offsets, through
     /// [`Store::update`](eddy_manifest::Store::update): on a compare-and-swap
     /// conflict it re-reads, re-plans and tries again.
-    fn publish(&mut self, written: Option<&WrittenSegment>) -> Result<SealOutcome> {
+    fn publish(
+        &mut self,
+        flight: &InFlight,
+        written: Option<&WrittenSegment>,
+    ) -> Result<SealOutcome> {
         let (store, name) = (self.store.clone(), self.def.name.clone());
         let mut committed = BTreeMap::new();
         let updated = store.update::<crate::Error>(&name, |latest| {
             self.id_rows.sync(&self.store, latest)?;
-            let deletes = self.plan_deletes(latest);
-            let (next, covered) = self.successor(latest, &deletes, written)?;
+            let deletes = self.plan_deletes(flight, latest);
+            let (next, covered) = self.successor(flight, latest, &deletes, written)?;
             committed = covered;
             Ok(Some(next))
         })?;
@@ -145,8 +244,8 @@ impl CollectionState {
             .published
             .ok_or_else(|| crate::Error::Unpublished("seal"))?;
         if let Some(segment) = written {
-            let rows = self
-                .buffer
+            let rows = flight
+                .frozen
                 .live_row_refs()
                 .map(|r| (r.id.clone(), (r.partition, r.offset)));
             self.id_rows.add_segment(&segment.id, rows);
@@ -163,6 +262,7 @@ impl CollectionState {
     /// the offsets it commits per partition.
     fn successor(
         &self,
+        flight: &InFlight,
         latest: &Manifest,
         deletes: &PlannedDeletes,
         written: Option<&WrittenSegment>,
@@ -175,20 +275,26 @@ impl CollectionState {
             }
         }
         if let Some(segment) = written {
-            next.segments.push(self.segment_entry(latest, segment)?);
+            next.segments
+                .push(self.segment_entry(&flight.owned, latest, segment)?);
         }
-        let committed = self.advance_offsets(latest, &mut next);
+        let committed = self.advance_offsets(&flight.owned, latest, &mut next);
         Ok((next, committed))
     }
 
     /// The manifest entry of the written segment; rows of fenced partitions
     /// are published deleted.
-    fn segment_entry(&self, latest: &Manifest, segment: &WrittenSegment) -> Result<SegmentEntry> {
+    fn segment_entry(
+        &self,
+        owned: &BTreeMap<u32, Owned>,
+        latest: &Manifest,
+        segment: &WrittenSegment,
+    ) -> Result<SegmentEntry> {
         let pre_deleted: RoaringBitmap = segment
             .partitions
             .iter()
             .enumerate()
-            .filter(|(_, p)| self.is_fenced(latest, **p))
+            .filter(|(_, p)| is_fenced(owned, latest, **p))
             .map(|(row, _)| row as u32)
             .collect();
         let deletes = if pre_deleted.is_empty() {
@@ -210,12 +316,18 @@ impl CollectionState {
         })
     }
 
-    /// Moves `next_offset` of every owned, unfenced partition up to what the
-    /// buffer consumed; returns the offsets now covered.
-    fn advance_offsets(&self, latest: &Manifest, next: &mut Manifest) -> BTreeMap<u32, i64> {
+    /// Moves `next_offset` of every partition the frozen buffer covers
+    /// (`owned`, unfenced) up to what it consumed; returns the offsets now
+    /// covered.
+    fn advance_offsets(
+        &self,
+        owned: &BTreeMap<u32, Owned>,
+        latest: &Manifest,
+        next: &mut Manifest,
+    ) -> BTreeMap<u32, i64> {
         let mut committed = BTreeMap::new();
-        for (p, o) in &self.owned {
-            if self.is_fenced(latest, *p) {
+        for (p, o) in owned {
+            if is_fenced(owned, latest, *p) {
                 warn!(collection = %self.def.name, partition = p, "partition fenced by a newer owner: its rows are published deleted");
                 continue;
             }
@@ -226,32 +338,16 @@ impl CollectionState {
         committed
     }
 
-    /// Whether `partition` is not ours in `latest`: not owned, or its owner
-    /// epoch moved on (another worker took it over).
-    fn is_fenced(&self, latest: &Manifest, partition: u32) -> bool {
-        self.owned.get(&partition).is_none_or(|o| {
-            latest
-                .partitions
-                .get(&partition)
-                .map_or(0, |s| s.owner_epoch)
-                != o.epoch
-        })
-    }
-
-    /// After a publish: drops fenced partitions for good, empties the
-    /// buffer, and records the seal in metrics and the log.
-    fn start_new_buffer(&mut self, outcome: &SealOutcome, started: Instant) {
-        self.owned.retain(|p, _| outcome.committed.contains_key(p));
-        let rows = self.buffer.live_rows();
-        self.buffer = Growing::new(
-            self.def.dimension as usize,
-            self.def.metric,
-            self.def.id_type,
-        );
-        self.first_event = None;
-        self.metrics
-            .seal_seconds
-            .observe(started.elapsed().as_secs_f64());
+    /// After a publish: drops the partitions it found fenced for good, and
+    /// records the seal in metrics and the log.
+    fn published(&mut self, flight: &InFlight, outcome: &SealOutcome) {
+        for p in flight.owned.keys() {
+            if !outcome.committed.contains_key(p) {
+                self.owned.remove(p);
+            }
+        }
+        let took = flight.started.elapsed();
+        self.metrics.seal_seconds.observe(took.as_secs_f64());
         self.metrics
             .seals
             .with_label_values(&[&self.def.name])
@@ -260,10 +356,71 @@ impl CollectionState {
         info!(
             collection = %self.def.name,
             version = outcome.version,
-            rows,
+            rows = flight.frozen.live_rows(),
             segments = self.manifest.segments.len(),
-            took_ms = started.elapsed().as_millis() as u64,
+            took_ms = took.as_millis() as u64,
             "sealed"
         );
     }
+}
+
+/// Whether `partition` is not the frozen buffer's in `latest`: not owned
+/// as it froze (`owned`), or its owner epoch moved on since (another worker
+/// took it over).
+fn is_fenced(owned: &BTreeMap<u32, Owned>, latest: &Manifest, partition: u32) -> bool {
+    owned.get(&partition).is_none_or(|o| {
+        latest
+            .partitions
+            .get(&partition)
+            .map_or(0, |s| s.owner_epoch)
+            != o.epoch
+    })
+}
+
+/// Step 1, on the seal's own thread: takes the lease, writes the frozen
+/// buffer's live rows as a new segment file (none when every buffered
+/// event was a delete) and puts it in the object store, so the publish
+/// that follows only names it.
+fn write_stage(
+    store: &Store,
+    def: &CollectionDef,
+    buffer: &Growing,
+    ttl: Duration,
+) -> Result<Written> {
+    let lease = store.take_lease(&def.name, "seal", ttl, None)?;
+    let segment = write_segment(store, def, buffer)?;
+    if let Some(segment) = &segment {
+        store.upload_segment(&def.name, &segment.id)?;
+    }
+    Ok(Written { lease, segment })
+}
+
+/// Writes `buffer`'s live rows as a new segment file of `def`.
+fn write_segment(
+    store: &Store,
+    def: &CollectionDef,
+    buffer: &Growing,
+) -> Result<Option<WrittenSegment>> {
+    if buffer.live_rows() == 0 {
+        return Ok(None);
+    }
+    let (id, path) = store.new_segment(&def.name);
+    let bytes = buffer
+        .write_segment(&path, &def.payload_fields)
+        .map_err(eddy_manifest::Error::from)?;
+    let partitions: Vec<u32> = buffer.live_row_refs().map(|r| r.partition).collect();
+    let mut offset_ranges: BTreeMap<u32, (i64, i64)> = BTreeMap::new();
+    for r in buffer.live_row_refs() {
+        let range = offset_ranges
+            .entry(r.partition)
+            .or_insert((r.offset, r.offset));
+        range.0 = range.0.min(r.offset);
+        range.1 = range.1.max(r.offset);
+    }
+    Ok(Some(WrittenSegment {
+        id,
+        bytes,
+        partitions,
+        offset_ranges,
+    }))
 }

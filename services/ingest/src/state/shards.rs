@@ -130,22 +130,37 @@ impl ShardStates {
         self.shards.iter().any(CollectionState::should_seal)
     }
 
-    /// Seals every shard with progress, each into its own chain. Every
-    /// shard is tried; the first failure is returned after the others
-    /// sealed (what they published stands, and a retry seals the rest).
+    /// Seals every shard with progress, each into its own chain, and waits
+    /// (see [`CollectionState::seal`]).
     pub fn seal(&mut self) -> Result<Option<SealOutcome>> {
+        self.each_shard(CollectionState::seal)
+    }
+
+    /// Starts a seal on every shard with progress (see
+    /// [`CollectionState::start_seal`]); the outcome of the seals it waited
+    /// for.
+    pub fn start_seal(&mut self) -> Result<Option<SealOutcome>> {
+        self.each_shard(CollectionState::start_seal)
+    }
+
+    /// Publishes every shard's seal whose write is done (see
+    /// [`CollectionState::poll_seal`]).
+    pub fn poll_seal(&mut self) -> Result<Option<SealOutcome>> {
+        self.each_shard(CollectionState::poll_seal)
+    }
+
+    /// Runs a seal step on every shard, combining what they published.
+    /// Every shard is tried; the first failure is returned after the others
+    /// ran (what they published stands, and a retry seals the rest).
+    fn each_shard(
+        &mut self,
+        step: impl Fn(&mut CollectionState) -> Result<Option<SealOutcome>>,
+    ) -> Result<Option<SealOutcome>> {
         let mut combined: Option<SealOutcome> = None;
         let mut failure = None;
         for state in &mut self.shards {
-            match state.seal() {
-                Ok(Some(outcome)) => match &mut combined {
-                    None => combined = Some(outcome),
-                    Some(c) => {
-                        c.version = c.version.max(outcome.version);
-                        c.committed.extend(outcome.committed);
-                    }
-                },
-                Ok(None) => {}
+            match step(state) {
+                Ok(outcome) => combined = SealOutcome::combine(combined, outcome),
                 Err(e) => {
                     failure.get_or_insert(e);
                 }

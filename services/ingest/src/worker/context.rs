@@ -44,11 +44,20 @@ impl IngestContext {
         }
     }
 
-    /// Seals once every dead letter so far is acknowledged (a manifest must
-    /// never cover a rejected event the dead-letter topic does not hold).
+    /// Seals everything consumed and waits for it, once every dead letter
+    /// so far is acknowledged (a manifest must never cover a rejected event
+    /// the dead-letter topic does not hold).
     pub(super) fn seal(&self) -> Result<Option<SealOutcome>> {
         self.dlq.flush(DEAD_LETTER_WAIT)?;
         self.state.lock().seal()
+    }
+
+    /// Starts a seal written off the consume path (see
+    /// [`ShardStates::start_seal`]), once every dead letter so far is
+    /// acknowledged; the outcome of the earlier seal it waited for.
+    pub(super) fn start_seal(&self) -> Result<Option<SealOutcome>> {
+        self.dlq.flush(DEAD_LETTER_WAIT)?;
+        self.state.lock().start_seal()
     }
 
     /// The first failure a callback recorded since the last call, as an error.

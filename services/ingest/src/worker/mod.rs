@@ -266,14 +266,19 @@ impl Worker {
         }
     }
 
-    /// Seals when the buffer reached a limit and commits the covered
-    /// offsets; a seal waiting for dead letters is retried next turn.
+    /// Publishes a seal whose segment is written, and starts one when the
+    /// buffer reached a limit (its segment written and uploaded off this
+    /// thread); commits the offsets each publish covered. A seal waiting
+    /// for dead letters is retried next turn.
     fn seal_if_due(&self) -> Result<()> {
         let ctx = self.context();
+        if let Some(outcome) = ctx.state.lock().poll_seal()? {
+            ctx.commit(&self.consumer, &outcome, CommitMode::Async);
+        }
         if !ctx.state.lock().should_seal() {
             return Ok(());
         }
-        match ctx.seal() {
+        match ctx.start_seal() {
             Ok(Some(outcome)) => ctx.commit(&self.consumer, &outcome, CommitMode::Async),
             Ok(None) => {}
             Err(e @ Error::DeadLettersPending { .. }) => {

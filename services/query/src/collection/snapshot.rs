@@ -305,9 +305,9 @@ fn fetch_new_files(
     manifest: &Manifest,
     previous: &Snapshot,
 ) -> eddy_manifest::Result<()> {
+    let mut names = Vec::new();
     for entry in &manifest.segments {
         let old = previous.segments.iter().find(|s| s.entry.id == entry.id);
-        let mut names = Vec::new();
         if old.is_none() {
             names.push(format!("{}.seg", entry.id));
         }
@@ -316,11 +316,11 @@ fn fetch_new_files(
                 names.push(index.clone());
             }
         }
-        for name in names {
-            match store.fetch_file(&manifest.collection, &name) {
-                Err(e) if e.is_transient() => return Err(e),
-                _ => {}
-            }
+    }
+    for fetched in store.fetch_files(&manifest.collection, &names) {
+        match fetched {
+            Err(e) if e.is_transient() => return Err(e),
+            _ => {}
         }
     }
     Ok(())
