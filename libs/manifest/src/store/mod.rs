@@ -24,8 +24,9 @@ use crate::cache::CacheBound;
 use crate::envelope::{COLLECTION_FORMAT, MANIFEST_FORMAT};
 use crate::{deletes, Error, Manifest, Result};
 
-/// Files fetched at once from an object store by [`Store::fetch_files`].
-pub const FETCH_STREAMS: usize = 4;
+mod files;
+
+pub use files::FETCH_STREAMS;
 
 /// Outcome of an idempotent collection create.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -273,122 +274,6 @@ impl Store {
                 version: manifest.version,
             })
         }
-    }
-
-    /// Key of a file a manifest names (see [`Manifest::file_names`]).
-    pub(crate) fn file_key(collection: &str, name: &str) -> String {
-        collection_key(collection, &format!("{}/{name}", data_dir(name)))
-    }
-
-    /// Local path of a file a manifest names (see [`Manifest::file_names`]).
-    pub fn file_path(&self, collection: &str, name: &str) -> PathBuf {
-        self.dir(collection).join(data_dir(name)).join(name)
-    }
-
-    /// Makes sure the new file `name` of `collection` is in the store before
-    /// a manifest names it: uploads this node's local copy of a segment or
-    /// index file (once), else checks the store has it.
-    pub(crate) fn ensure_stored(&self, collection: &str, name: &str) -> Result<()> {
-        let key = Store::file_key(collection, name);
-        let local = self.file_path(collection, name);
-        if self.backend.is_remote() && !name.ends_with(".del") {
-            let uploaded = || self.uploaded.lock().unwrap_or_else(|e| e.into_inner());
-            if uploaded().contains(&key) {
-                return Ok(());
-            }
-            if local.is_file() {
-                // Not under the lock: other collections' publishes upload
-                // meanwhile (a rare second upload of the same file is
-                // harmless: the key is unique, the bytes the same).
-                let started = std::time::Instant::now();
-                self.backend.upload(&key, &local)?;
-                tracing::debug!(key, ms = started.elapsed().as_millis() as u64, "uploaded");
-                uploaded().insert(key);
-                if let Some(cache) = &self.cache {
-                    cache.add(&local);
-                }
-                return Ok(());
-            }
-        }
-        if self.backend.exists(&key)? {
-            Ok(())
-        } else {
-            Err(Error::MissingFile {
-                path: self.backend.describe(&key),
-            })
-        }
-    }
-
-    /// Puts segment `id`, which this node wrote, in the object store now,
-    /// before a manifest names it (the publish then finds it there and only
-    /// names it): a writer uploads off its publish. Checks the file is
-    /// there on a local directory.
-    pub fn upload_segment(&self, collection: &str, id: &str) -> Result<()> {
-        self.ensure_stored(collection, &format!("{id}.seg"))
-    }
-
-    /// A local path holding file `name` of `collection` (a segment or index
-    /// file a manifest names), fetched from the object store into this
-    /// node's cache if it is not there yet.
-    pub fn fetch_file(&self, collection: &str, name: &str) -> Result<PathBuf> {
-        let path = self.file_path(collection, name);
-        if !self.backend.is_remote() {
-            return Ok(path);
-        }
-        if path.is_file() {
-            if let Some(cache) = &self.cache {
-                cache.touch(&path);
-            }
-            return Ok(path);
-        }
-        let key = Store::file_key(collection, name);
-        let started = std::time::Instant::now();
-        self.backend.fetch(&key, &path)?;
-        tracing::debug!(key, ms = started.elapsed().as_millis() as u64, "fetched");
-        if let Some(cache) = &self.cache {
-            cache.add(&path);
-        }
-        Ok(path)
-    }
-
-    /// Fetches files `names` of `collection` into this node's cache (see
-    /// [`Store::fetch_file`]), up to [`FETCH_STREAMS`] at once, one stream
-    /// per file: a node catching up on many files is then bound by its
-    /// link and disk, not by one stream's round trips. Each file's outcome,
-    /// in the order of `names`.
-    pub fn fetch_files(&self, collection: &str, names: &[String]) -> Vec<Result<PathBuf>> {
-        if !self.backend.is_remote() || names.len() < 2 {
-            return names
-                .iter()
-                .map(|n| self.fetch_file(collection, n))
-                .collect();
-        }
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let mut fetched: Vec<(usize, Result<PathBuf>)> = std::thread::scope(|scope| {
-            let streams: Vec<_> = (0..FETCH_STREAMS.min(names.len()))
-                .map(|_| {
-                    scope.spawn(|| {
-                        let mut mine = Vec::new();
-                        loop {
-                            let i = next.fetch_add(1, Ordering::Relaxed);
-                            let Some(name) = names.get(i) else { break mine };
-                            mine.push((i, self.fetch_file(collection, name)));
-                        }
-                    })
-                })
-                .collect();
-            streams
-                .into_iter()
-                .flat_map(|s| s.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                .collect()
-        });
-        fetched.sort_by_key(|(i, _)| *i);
-        fetched.into_iter().map(|(_, outcome)| outcome).collect()
-    }
-
-    /// A local path holding segment `id` (see [`Store::fetch_file`]).
-    pub fn fetch_segment(&self, collection: &str, id: &str) -> Result<PathBuf> {
-        self.fetch_file(collection, &format!("{id}.seg"))
     }
 
     /// A fresh segment id and the local path to write it at (uploaded when a
