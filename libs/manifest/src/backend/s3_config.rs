@@ -23,27 +23,28 @@ const UNSIGNED_PAYLOAD: &str = "aws_unsigned_payload";
 /// `config` on top, retries as configured, and unsigned payloads over TLS
 /// unless signing is decided explicitly (see [`unsigned_by_default`]).
 pub(super) fn builder(location: &str, config: &[(&str, String)]) -> Result<AmazonS3Builder> {
-    let bad = |e: &dyn std::fmt::Display| {
-        other(Path::new(location), std::io::Error::other(e.to_string()))
-    };
+    let at = Path::new(location);
     let mut builder = AmazonS3Builder::from_env();
     let mut retry = RetryConfig::default();
     let mut signing_decided = std::env::var_os(UNSIGNED_PAYLOAD.to_ascii_uppercase()).is_some();
     for (name, value) in config {
         match name.to_ascii_lowercase().as_str() {
             RETRY_TIMEOUT_MS => {
-                let ms = value.parse().map_err(|e| bad(&e))?;
+                let ms = value.parse().map_err(|e| other(at, e))?;
                 retry.retry_timeout = Duration::from_millis(ms);
                 continue;
             }
             MAX_RETRIES => {
-                retry.max_retries = value.parse().map_err(|e| bad(&e))?;
+                retry.max_retries = value.parse().map_err(|e| other(at, e))?;
                 continue;
             }
             UNSIGNED_PAYLOAD => signing_decided = true,
             _ => {}
         }
-        let key: AmazonS3ConfigKey = name.to_ascii_lowercase().parse().map_err(|e| bad(&e))?;
+        let key: AmazonS3ConfigKey = name
+            .to_ascii_lowercase()
+            .parse()
+            .map_err(|e| other(at, e))?;
         builder = builder.with_config(key, value.clone());
     }
     if !signing_decided && unsigned_by_default(&builder) {

@@ -4,7 +4,7 @@
 //! checked) when a node needs them.
 
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::{collection_key, data_dir, Store};
 use crate::{Error, Result};
@@ -59,9 +59,12 @@ impl Store {
 
     /// Puts segment `id`, which this node wrote, in the object store now,
     /// before a manifest names it (the publish then finds it there and only
-    /// names it): a writer uploads off its publish. Checks the file is
-    /// there on a local directory.
+    /// names it): a writer uploads off its publish. Nothing to do on a
+    /// local directory, where the publish checks the file.
     pub fn upload_segment(&self, collection: &str, id: &str) -> Result<()> {
+        if !self.backend.is_remote() {
+            return Ok(());
+        }
         self.ensure_stored(collection, &format!("{id}.seg"))
     }
 
@@ -101,7 +104,7 @@ impl Store {
                 .map(|n| self.fetch_file(collection, n))
                 .collect();
         }
-        let next = std::sync::atomic::AtomicUsize::new(0);
+        let next = AtomicUsize::new(0);
         let mut fetched: Vec<(usize, Result<PathBuf>)> = std::thread::scope(|scope| {
             let streams: Vec<_> = (0..FETCH_STREAMS.min(names.len()))
                 .map(|_| {

@@ -121,13 +121,11 @@ impl CollectionState {
             self.policy.write_lease,
         );
         let buffer = frozen.clone();
+        let name = format!("seal-{}", self.def.name);
         let writer = std::thread::Builder::new()
-            .name(format!("seal-{}", self.def.name))
+            .name(name.clone())
             .spawn(move || write_stage(&store, &def, &buffer, ttl))
-            .map_err(|source| Error::Thread {
-                name: format!("seal-{}", self.def.name),
-                source,
-            })?;
+            .map_err(|source| Error::Thread { name, source })?;
         self.in_flight = Some(InFlight {
             frozen,
             owned: self.owned.clone(),
