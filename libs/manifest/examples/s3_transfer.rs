@@ -3,7 +3,8 @@
 //! local write and read of the same bytes.
 //!
 //! `cargo run --release -p eddy-manifest --example s3_transfer -- [MiB] [files]`
-//! (default 64 MiB × 4). moto is a Python emulator serving one request at a
+//! (default 64 MiB × 4). Fetches alternate one stream per file
+//! (`fetch_ranges=1`) with ranged GETs (the default), three rounds. moto is a Python emulator serving one request at a
 //! time: the figures bound what the backend does per byte, not what a real
 //! S3 endpoint delivers. `EDDY_BENCH_S3_URL=s3://bucket/prefix` (with the
 //! `AWS_*` variables) runs against another S3 server instead.
@@ -55,22 +56,39 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     })?;
     let upload = started.elapsed().as_secs_f64();
 
-    let started = Instant::now();
-    for id in &ids {
+    // Fetched into fresh caches, alternated: one file at a time in one
+    // stream (`fetch_ranges=1`), one file at a time in ranges, and all at
+    // once as a node catching up does (several files, each in ranges).
+    let names: Vec<String> = ids.iter().map(|id| format!("{id}.seg")).collect();
+    let mut one_stream_config = config.clone();
+    one_stream_config.push(("fetch_ranges", "1".to_owned()));
+    let mut rates = [Vec::new(), Vec::new(), Vec::new()];
+    for _round in 0..3 {
+        for (mode, rates) in rates.iter_mut().enumerate() {
+            let cache = tempfile::tempdir()?;
+            let config = if mode == 0 {
+                &one_stream_config
+            } else {
+                &config
+            };
+            let fetcher = Store::open_location_with(&location, cache.path(), config)?;
+            let started = Instant::now();
+            if mode == 2 {
+                for fetched in fetcher.fetch_files("c", &names) {
+                    fetched?;
+                }
+            } else {
+                for id in &ids {
+                    fetcher.fetch_segment("c", id)?;
+                }
+            }
+            rates.push(total / started.elapsed().as_secs_f64());
+        }
+    }
+    reader.fetch_segment("c", &ids[0])?;
+    for id in &ids[1..] {
         reader.fetch_segment("c", id)?;
     }
-    let fetch = started.elapsed().as_secs_f64();
-
-    // The same files again through a fresh cache, fetched as a node
-    // catching up does: several streams at once.
-    let parallel_cache = tempfile::tempdir()?;
-    let parallel = Store::open_location_with(&location, parallel_cache.path(), &config)?;
-    let names: Vec<String> = ids.iter().map(|id| format!("{id}.seg")).collect();
-    let started = Instant::now();
-    for fetched in parallel.fetch_files("c", &names) {
-        fetched?;
-    }
-    let fetch_parallel = started.elapsed().as_secs_f64();
 
     let started = Instant::now();
     let mut read = 0usize;
@@ -83,11 +101,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("{files} files x {mib} MiB = {total:.0} MiB");
     println!("local write     {:8.1} MiB/s", total / local_write);
     println!("upload (CRC+put){:8.1} MiB/s", total / upload);
-    println!("fetch (get+CRC) {:8.1} MiB/s", total / fetch);
+    let show = |rates: &[f64]| {
+        rates
+            .iter()
+            .map(|r| format!("{r:7.1}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    println!("fetch (get+CRC+fsync), MiB/s in three alternated rounds:");
+    println!("  one file at a time, one stream  {}", show(&rates[0]));
+    println!("  one file at a time, in ranges   {}", show(&rates[1]));
     println!(
-        "fetch, {} streams {:8.1} MiB/s",
+        "  {} files at once, in ranges      {}",
         eddy_manifest::FETCH_STREAMS,
-        total / fetch_parallel
+        show(&rates[2])
     );
     println!(
         "local read      {:8.1} MiB/s (page cache)",

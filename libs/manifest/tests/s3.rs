@@ -2,7 +2,8 @@
 //! `eddy_loadtest::s3_server`): manifests published with `If-None-Match: *`
 //! never share a version however writers race, segment files go up when a
 //! manifest first names them (in parts when large) and come back to another
-//! node's cache byte for byte, a damaged download is refused by its CRC, and
+//! node's cache byte for byte (in ranged GETs, or one at a time), a damaged
+//! download is refused by its CRC however many ranges it came in, and
 //! a store that lets two creates of one object both succeed is refused at
 //! open.
 
@@ -161,6 +162,16 @@ fn segment_files_upload_on_publish_and_fetch_into_another_cache() {
         );
     }
 
+    // One request at a time (`fetch_ranges=1`): the same bytes.
+    let one_stream_cache = tempfile::tempdir().expect("tmp");
+    let location = StoreLocation::parse(&server.store_url("files")).expect("location");
+    let mut config = server.env();
+    config.push(("fetch_ranges", "1".to_owned()));
+    let one_stream = Store::open_location_with(&location, one_stream_cache.path(), &config)
+        .expect("open with one range in flight");
+    let path = one_stream.fetch_segment("c", &ids[1].0).expect("fetch");
+    assert!(fs::read(&path).expect("read") == large, "came back whole");
+
     // Fetched at once into another cache, each in its place, byte for
     // byte; a name the bucket lacks fails alone, in its own place.
     let parallel_cache = tempfile::tempdir().expect("tmp");
@@ -242,27 +253,35 @@ fn a_download_that_does_not_match_its_crc_is_refused() {
         raw = raw.with_config(name.to_ascii_lowercase().parse().expect("key"), value);
     }
     let raw = raw.build().expect("client");
-    let mut attributes = Attributes::new();
-    attributes.insert(
-        Attribute::Metadata("eddy-crc32".into()),
-        AttributeValue::from("00000000"),
-    );
-    let put = PutOptions {
-        attributes,
-        ..PutOptions::default()
-    };
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    runtime
-        .block_on(raw.put_opts(
-            &"crc/collections/c/segments/bad.seg".into(),
-            PutPayload::from(b"not what was sent".to_vec()),
-            put,
-        ))
-        .expect("put");
-    let err = store.fetch_segment("c", "bad").expect_err("damaged");
-    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
-    assert!(err.to_string().contains("CRC32"), "{err}");
-    assert!(!store.segment_path("c", "bad").exists(), "nothing cached");
+    // One small object, and one large enough to come in several ranged
+    // GETs, whose ranges' CRCs are combined before the check.
+    let large = pattern((16 << 20) * 2 + 777, 3);
+    for (id, body) in [("bad", b"not what was sent".to_vec()), ("bad-large", large)] {
+        let mut attributes = Attributes::new();
+        attributes.insert(
+            Attribute::Metadata("eddy-crc32".into()),
+            AttributeValue::from("00000000"),
+        );
+        let put = PutOptions {
+            attributes,
+            ..PutOptions::default()
+        };
+        runtime
+            .block_on(raw.put_opts(
+                &format!("crc/collections/c/segments/{id}.seg").into(),
+                PutPayload::from(body),
+                put,
+            ))
+            .expect("put");
+        let err = store.fetch_segment("c", id).expect_err("damaged");
+        assert!(matches!(err, Error::Corrupt { .. }), "{id}: {err}");
+        assert!(err.to_string().contains("CRC32"), "{id}: {err}");
+        assert!(
+            !store.segment_path("c", id).exists(),
+            "{id}: nothing cached"
+        );
+    }
 }
 
 /// A server that answers every request with success, as a store that
@@ -315,4 +334,17 @@ fn a_store_that_lets_two_creates_win_is_refused() {
     let err = Store::open_location_with(&location, cache.path(), &config).expect_err("refused");
     assert!(matches!(err, Error::NoCompareAndSwap(_)), "{err}");
     assert!(err.to_string().contains("s3://eddy/lax"), "{err}");
+}
+
+/// A setting the client refuses is an error, not a panic, when the store
+/// is opened from async code (as both services open it at start-up).
+#[tokio::test]
+async fn a_refused_setting_is_an_error_in_async_code_too() {
+    let cache = tempfile::tempdir().expect("tmp");
+    let location = StoreLocation::parse("s3://eddy/settings").expect("location");
+    for setting in [("aws_no_such_setting", "1"), ("fetch_ranges", "0")] {
+        let config = vec![(setting.0, setting.1.to_owned())];
+        let err = Store::open_location_with(&location, cache.path(), &config).expect_err("refused");
+        assert!(err.to_string().contains("s3://eddy/settings"), "{err}");
+    }
 }

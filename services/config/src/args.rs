@@ -69,8 +69,8 @@ pub struct StoreArgs {
     /// For an `s3://` store: object-store settings that override the
     /// environment's (`key=value`, keys as `object_store` names them:
     /// `aws_endpoint`, `aws_region`, `aws_allow_http`,
-    /// `aws_skip_signature`, …, and eddy's `retry_timeout_ms` and
-    /// `max_retries`; `;`-separated in the environment). Secrets
+    /// `aws_skip_signature`, …, and eddy's `retry_timeout_ms`,
+    /// `max_retries` and `fetch_ranges`; `;`-separated in the environment). Secrets
     /// (`aws_secret_access_key`, `aws_session_token`) are refused here: they
     /// belong in the environment.
     #[arg(long = "store-option", env = "EDDY_STORE_OPTIONS", value_delimiter = ';', value_parser = KeyValueParser)]

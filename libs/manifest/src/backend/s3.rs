@@ -16,16 +16,17 @@
 
 use std::fs::{self, File};
 use std::future::Future;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path as Key;
 use object_store::{
-    Attribute, AttributeValue, Attributes, ObjectStore as _, PutMode, PutMultipartOptions,
-    PutOptions, PutPayload, WriteMultipart,
+    Attribute, AttributeValue, Attributes, GetOptions, GetRange, ObjectStore as _, PutMode,
+    PutMultipartOptions, PutOptions, PutPayload, WriteMultipart,
 };
 
 use super::{s3_config, Backend, Listed};
@@ -38,6 +39,8 @@ const MULTIPART_FROM: u64 = 16 << 20;
 const PART_BYTES: usize = 16 << 20;
 /// Parts in flight at once during one upload.
 const PARTS_IN_FLIGHT: usize = 4;
+/// Bytes asked for by one ranged GET of a fetch.
+const RANGE_BYTES: u64 = 16 << 20;
 /// Metadata key of the CRC32 a file carries.
 const CRC_METADATA: &str = "eddy-crc32";
 /// Creates raced against each other by the start-up probe.
@@ -63,6 +66,8 @@ pub(crate) struct ObjectStore {
     prefix: String,
     location: String,
     runtime: IoRuntime,
+    /// Ranged GETs in flight per fetched file.
+    fetch_ranges: usize,
 }
 
 /// An error about `what`; an object the store does not have keeps the
@@ -97,17 +102,23 @@ impl ObjectStore {
         } else {
             format!("s3://{bucket}/{prefix}")
         };
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("eddy-store-io")
-            .enable_all()
-            .build()
-            .map_err(|e| Error::Io {
-                path: PathBuf::from(&location),
-                source: e,
-            })?;
-        let builder = s3_config::builder(&location, config)?;
-        let store = builder
+        // Held by its drop-safe wrapper from the start: an error below
+        // drops it, maybe on an async thread, where a plain runtime's drop
+        // panics.
+        let runtime = IoRuntime(Some(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("eddy-store-io")
+                .enable_all()
+                .build()
+                .map_err(|e| Error::Io {
+                    path: PathBuf::from(&location),
+                    source: e,
+                })?,
+        ));
+        let settings = s3_config::settings(&location, config)?;
+        let store = settings
+            .builder
             .with_bucket_name(bucket)
             .build()
             .map_err(|e| other(Path::new(&location), e))?;
@@ -115,7 +126,8 @@ impl ObjectStore {
             store: Arc::new(store),
             prefix: prefix.to_owned(),
             location,
-            runtime: IoRuntime(Some(runtime)),
+            runtime,
+            fetch_ranges: settings.fetch_ranges,
         };
         backend.prove_exclusive_create()?;
         Ok(backend)
@@ -419,60 +431,177 @@ impl ObjectStore {
     }
 
     /// Streams `key` into the new file `tmp`, fsynced, checking its CRC32
-    /// against the one the object carries.
+    /// against the one the object carries. A file larger than one range
+    /// comes in [`RANGE_BYTES`] ranged GETs, `fetch_ranges` of them in
+    /// flight, each written at its offset and hashed on its own; the
+    /// ranges' CRCs are combined in order, and every range after the first
+    /// asks for the first one's ETag, so a file is never stitched from two
+    /// versions of an object.
     fn fetch_to(&self, key: &str, tmp: &Path) -> Result<()> {
         let path = self.key(key);
         let store = self.store.clone();
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<object_store::Result<Bytes>>(8);
-        let (meta_tx, meta_rx) =
-            tokio::sync::oneshot::channel::<object_store::Result<Option<String>>>();
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<object_store::Result<Piece>>(16);
+        let (meta_tx, meta_rx) = tokio::sync::oneshot::channel::<object_store::Result<Layout>>();
         let rt = self
             .runtime
             .0
             .as_ref()
             .ok_or_else(|| other(tmp, io::Error::other("store runtime shut down")))?;
-        rt.spawn(async move {
-            let got = match store.get(&path).await {
-                Ok(got) => got,
-                Err(e) => {
-                    meta_tx.send(Err(e)).ok();
-                    return;
-                }
-            };
-            let crc = got
-                .attributes
-                .get(&Attribute::Metadata(CRC_METADATA.into()))
-                .map(|v| v.as_ref().to_owned());
-            if meta_tx.send(Ok(crc)).is_err() {
-                return;
-            }
-            let mut stream = got.into_stream();
-            while let Some(chunk) = stream.next().await {
-                if tx.send(chunk).await.is_err() {
-                    return;
-                }
-            }
-        });
+        rt.spawn(download(store, path, self.fetch_ranges, meta_tx, tx));
         // futures' executor, not tokio's blocking calls: callers may be on
         // an async thread of another runtime.
-        let expected = futures::executor::block_on(meta_rx)
+        let layout = futures::executor::block_on(meta_rx)
             .map_err(|e| other(tmp, e))?
             .map_err(|e| other(&self.describe(key), e))?;
-        let mut file = File::create(tmp).map_err(Error::io(tmp))?;
-        let mut hasher = crc32fast::Hasher::new();
-        while let Some(chunk) = futures::executor::block_on(rx.recv()) {
-            let chunk = chunk.map_err(|e| other(&self.describe(key), e))?;
-            hasher.update(&chunk);
-            file.write_all(&chunk).map_err(Error::io(tmp))?;
+        let file = File::create(tmp).map_err(Error::io(tmp))?;
+        let mut hashers = vec![crc32fast::Hasher::new(); layout.ranges.len()];
+        let mut received = vec![0u64; layout.ranges.len()];
+        while let Some(piece) = futures::executor::block_on(rx.recv()) {
+            let piece = piece.map_err(|e| other(&self.describe(key), e))?;
+            let range = &layout.ranges[piece.range];
+            let at = range.start + received[piece.range];
+            if at + piece.bytes.len() as u64 > range.end {
+                return Err(Error::Corrupt {
+                    path: self.describe(key),
+                    reason: format!("the store sent more than bytes {range:?}"),
+                });
+            }
+            hashers[piece.range].update(&piece.bytes);
+            received[piece.range] += piece.bytes.len() as u64;
+            std::os::unix::fs::FileExt::write_all_at(&file, &piece.bytes, at)
+                .map_err(Error::io(tmp))?;
+        }
+        let got: u64 = received.iter().sum();
+        if got != layout.size {
+            return Err(Error::Corrupt {
+                path: self.describe(key),
+                reason: format!("fetched {got} bytes of {}", layout.size),
+            });
         }
         file.sync_all().map_err(Error::io(tmp))?;
-        let crc = format!("{:08x}", hasher.finalize());
-        match expected {
+        let mut hashers = hashers.into_iter();
+        let mut whole = hashers.next().unwrap_or_default();
+        for hasher in hashers {
+            whole.combine(&hasher);
+        }
+        let crc = format!("{:08x}", whole.finalize());
+        match layout.crc {
             Some(expected) if expected != crc => Err(Error::Corrupt {
                 path: self.describe(key),
                 reason: format!("fetched bytes have CRC32 {crc}, the object carries {expected}"),
             }),
             _ => Ok(()),
         }
+    }
+}
+
+/// What a fetch learns from its first answer: the object's size, the CRC32
+/// it carries, and the byte ranges it comes in (the first one answered).
+struct Layout {
+    size: u64,
+    crc: Option<String>,
+    ranges: Vec<std::ops::Range<u64>>,
+}
+
+/// Bytes of range `range` (an index into [`Layout::ranges`]), in order
+/// within their range.
+struct Piece {
+    range: usize,
+    bytes: Bytes,
+}
+
+/// Downloads `path`: a GET of its first [`RANGE_BYTES`] (or of the whole
+/// object, where the store refuses the range), whose answer gives the
+/// layout sent on `meta`, then the other ranges, `in_flight` at once, every
+/// body's bytes sent on `pieces`. Stops when the receiver goes.
+async fn download(
+    store: Arc<dyn object_store::ObjectStore>,
+    path: Key,
+    in_flight: usize,
+    meta: tokio::sync::oneshot::Sender<object_store::Result<Layout>>,
+    pieces: tokio::sync::mpsc::Sender<object_store::Result<Piece>>,
+) {
+    let ranged = GetOptions {
+        range: Some(GetRange::Bounded(0..RANGE_BYTES)),
+        ..GetOptions::default()
+    };
+    let first = match store.get_opts(&path, ranged).await {
+        Ok(got) => Ok(got),
+        Err(e @ object_store::Error::NotFound { .. }) => Err(e),
+        // An empty object, or a store that cannot answer ranges: the
+        // whole object in one request.
+        Err(_) => store.get(&path).await,
+    };
+    let first = match first {
+        Ok(got) => got,
+        Err(e) => {
+            meta.send(Err(e)).ok();
+            return;
+        }
+    };
+    let size = first.meta.size;
+    let e_tag = first.meta.e_tag.clone();
+    let mut ranges = vec![first.range.clone()];
+    let mut start = first.range.end;
+    while start < size {
+        let end = (start + RANGE_BYTES).min(size);
+        ranges.push(start..end);
+        start = end;
+    }
+    let crc = first
+        .attributes
+        .get(&Attribute::Metadata(CRC_METADATA.into()))
+        .map(|v| v.as_ref().to_owned());
+    let rest: Vec<_> = ranges.iter().cloned().enumerate().skip(1).collect();
+    let layout = Layout { size, crc, ranges };
+    if meta.send(Ok(layout)).is_err() {
+        return;
+    }
+    let send_body = |range: usize, body: BoxStream<'static, object_store::Result<Bytes>>| {
+        let pieces = pieces.clone();
+        async move {
+            let mut body = body;
+            while let Some(bytes) = body.next().await {
+                let piece = bytes.map(|bytes| Piece { range, bytes });
+                let failed = piece.is_err();
+                if pieces.send(piece).await.is_err() || failed {
+                    return Err(());
+                }
+            }
+            Ok(())
+        }
+    };
+    let later = futures::stream::iter(rest).map(|(i, range)| {
+        let store = store.clone();
+        let path = path.clone();
+        let opts = GetOptions {
+            range: Some(GetRange::Bounded(range)),
+            if_match: e_tag.clone(),
+            ..GetOptions::default()
+        };
+        let pieces = pieces.clone();
+        async move {
+            match store.get_opts(&path, opts).await {
+                Ok(got) => send_body(i, got.into_stream()).await,
+                Err(e) => {
+                    pieces.send(Err(e)).await.ok();
+                    Err(())
+                }
+            }
+        }
+    });
+    let first = send_body(0, first.into_stream());
+    // The first range streams beside the others (one at a time when only
+    // one may be in flight); the first failure ends them all, its error
+    // already sent.
+    if in_flight <= 1 {
+        if first.await.is_ok() {
+            let _ = later.buffered(1).try_for_each(|()| async { Ok(()) }).await;
+        }
+    } else {
+        let later = later
+            .buffer_unordered(in_flight - 1)
+            .try_for_each(|()| async { Ok(()) });
+        let _ = futures::future::try_join(first, later).await;
     }
 }

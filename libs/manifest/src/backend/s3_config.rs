@@ -1,6 +1,6 @@
 //! How the S3 client is configured: the standard `AWS_*` environment, then
 //! the pairs a caller passes (named like those variables), eddy's own retry
-//! settings, and eddy's default for payload signing.
+//! and fetch settings, and eddy's default for payload signing.
 
 use std::path::Path;
 use std::time::Duration;
@@ -16,16 +16,36 @@ use crate::Result;
 const RETRY_TIMEOUT_MS: &str = "retry_timeout_ms";
 /// Setting: how many times a failed request is retried (default 10).
 const MAX_RETRIES: &str = "max_retries";
+/// Setting: how many ranged GETs of one file are in flight at once while it
+/// is fetched (default [`DEFAULT_FETCH_RANGES`]; 1 = one request per range,
+/// one after another).
+const FETCH_RANGES: &str = "fetch_ranges";
+/// Ranged GETs in flight per fetched file unless `fetch_ranges` says
+/// otherwise: one S3 stream is bound by its round trips and the server's
+/// per-request rate, so a node catching up on one large segment reads it
+/// in several streams at once.
+pub(super) const DEFAULT_FETCH_RANGES: usize = 4;
 /// The variable (and setting) that decides payload signing.
 const UNSIGNED_PAYLOAD: &str = "aws_unsigned_payload";
 
-/// The client builder for the store at `location`: the environment, then
-/// `config` on top, retries as configured, and unsigned payloads over TLS
-/// unless signing is decided explicitly (see [`unsigned_by_default`]).
-pub(super) fn builder(location: &str, config: &[(&str, String)]) -> Result<AmazonS3Builder> {
+/// How the backend talks to its bucket: the client's builder and eddy's
+/// own transfer settings.
+pub(super) struct S3Settings {
+    /// The client, configured.
+    pub builder: AmazonS3Builder,
+    /// Ranged GETs in flight per fetched file (at least 1).
+    pub fetch_ranges: usize,
+}
+
+/// The settings for the store at `location`: the environment, then
+/// `config` on top, retries and fetch ranges as configured, and unsigned
+/// payloads over TLS unless signing is decided explicitly (see
+/// [`unsigned_by_default`]).
+pub(super) fn settings(location: &str, config: &[(&str, String)]) -> Result<S3Settings> {
     let at = Path::new(location);
     let mut builder = AmazonS3Builder::from_env();
     let mut retry = RetryConfig::default();
+    let mut fetch_ranges = DEFAULT_FETCH_RANGES;
     let mut signing_decided = std::env::var_os(UNSIGNED_PAYLOAD.to_ascii_uppercase()).is_some();
     for (name, value) in config {
         match name.to_ascii_lowercase().as_str() {
@@ -36,6 +56,16 @@ pub(super) fn builder(location: &str, config: &[(&str, String)]) -> Result<Amazo
             }
             MAX_RETRIES => {
                 retry.max_retries = value.parse().map_err(|e| other(at, e))?;
+                continue;
+            }
+            FETCH_RANGES => {
+                fetch_ranges = value.parse().map_err(|e| other(at, e))?;
+                if fetch_ranges == 0 {
+                    return Err(other(
+                        at,
+                        std::io::Error::other("fetch_ranges must be at least 1"),
+                    ));
+                }
                 continue;
             }
             UNSIGNED_PAYLOAD => signing_decided = true,
@@ -50,7 +80,10 @@ pub(super) fn builder(location: &str, config: &[(&str, String)]) -> Result<Amazo
     if !signing_decided && unsigned_by_default(&builder) {
         builder = builder.with_unsigned_payload(true);
     }
-    Ok(builder.with_retry(retry))
+    Ok(S3Settings {
+        builder: builder.with_retry(retry),
+        fetch_ranges,
+    })
 }
 
 /// Whether requests send `UNSIGNED-PAYLOAD` instead of the body's SHA-256
@@ -71,8 +104,9 @@ mod tests {
     use super::*;
 
     fn unsigned(config: &[(&str, String)]) -> String {
-        builder("s3://b", config)
-            .expect("builder")
+        settings("s3://b", config)
+            .expect("settings")
+            .builder
             .get_config_value(&AmazonS3ConfigKey::UnsignedPayload)
             .unwrap_or_default()
     }
@@ -96,9 +130,15 @@ mod tests {
     }
 
     #[test]
-    fn retry_settings_are_eddys_and_bad_values_are_refused() {
-        assert!(builder("s3://b", &[("retry_timeout_ms", "5000".to_owned())]).is_ok());
-        assert!(builder("s3://b", &[("max_retries", "many".to_owned())]).is_err());
-        assert!(builder("s3://b", &[("aws_no_such_setting", "1".to_owned())]).is_err());
+    fn retry_and_fetch_settings_are_eddys_and_bad_values_are_refused() {
+        assert!(settings("s3://b", &[("retry_timeout_ms", "5000".to_owned())]).is_ok());
+        assert!(settings("s3://b", &[("max_retries", "many".to_owned())]).is_err());
+        assert!(settings("s3://b", &[("aws_no_such_setting", "1".to_owned())]).is_err());
+        let ranges = |v: &str| settings("s3://b", &[("fetch_ranges", v.to_owned())]);
+        assert_eq!(ranges("8").map(|s| s.fetch_ranges).ok(), Some(8));
+        assert!(ranges("0").is_err(), "at least one range");
+        assert!(ranges("some").is_err());
+        let default = settings("s3://b", &[]).map(|s| s.fetch_ranges).ok();
+        assert_eq!(default, Some(DEFAULT_FETCH_RANGES));
     }
 }
