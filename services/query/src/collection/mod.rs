@@ -140,6 +140,11 @@ pub struct Collection {
     changed: tokio::sync::Notify,
     /// Set once the first snapshot is installed.
     snapshot_ready: AtomicBool,
+    /// Taken to announce an installed snapshot to
+    /// [`Collection::wait_snapshot_ready`], so none is missed.
+    snapshot_lock: parking_lot::Mutex<()>,
+    /// Woken when a snapshot is installed.
+    snapshot_installed: parking_lot::Condvar,
     /// Set once the tail is assigned its partitions.
     tail_ready: AtomicBool,
     /// Set while the tail holds as much as it may (`--max-tail-rows` /
@@ -182,6 +187,8 @@ impl Collection {
             }),
             changed: tokio::sync::Notify::new(),
             snapshot_ready: AtomicBool::new(false),
+            snapshot_lock: parking_lot::Mutex::new(()),
+            snapshot_installed: parking_lot::Condvar::new(),
             tail_ready: AtomicBool::new(false),
             tail_full: AtomicBool::new(false),
             stop: AtomicBool::new(false),
@@ -300,6 +307,10 @@ impl Collection {
         served.snapshot = Arc::new(snapshot);
         drop(served);
         self.snapshot_ready.store(true, Ordering::Release);
+        {
+            let _announcing = self.snapshot_lock.lock();
+            self.snapshot_installed.notify_all();
+        }
         self.changed.notify_waiters();
     }
 
@@ -388,6 +399,17 @@ impl Collection {
     /// Whether the first snapshot is installed.
     pub fn snapshot_ready(&self) -> bool {
         self.snapshot_ready.load(Ordering::Acquire)
+    }
+
+    /// Waits (blocking) until the first snapshot is installed, at most
+    /// `timeout`; whether it is. The tail waits here at start, woken the
+    /// moment the watcher installs it rather than at its next poll.
+    pub fn wait_snapshot_ready(&self, timeout: std::time::Duration) -> bool {
+        let mut guard = self.snapshot_lock.lock();
+        if !self.snapshot_ready() {
+            self.snapshot_installed.wait_for(&mut guard, timeout);
+        }
+        self.snapshot_ready()
     }
 
     /// Records that the tail holds its partitions.

@@ -93,6 +93,11 @@ pub fn run_tail(
             Gaps::Refused
         }
     };
+    // The topic's metadata and policy are read while the first snapshot
+    // loads; the log ranges are read after it, next to the assignment.
+    if !wait_for_snapshot(&collection) {
+        return;
+    }
     let mut tail = Tail {
         collection: &collection,
         limits,
@@ -112,29 +117,38 @@ pub fn run_tail(
     info!(collection = %name, "tail stopped");
 }
 
-/// Waits for the first snapshot (its cut-offs are where the tail starts)
-/// and for the topic to exist; returns its partition count (0 = stopped).
+/// Waits for the topic to exist; returns its partition count (0 =
+/// stopped). Runs while the first snapshot loads.
 fn wait_for_topic(collection: &Collection, consumer: &BaseConsumer, topic: &str) -> u32 {
     let name = collection.name();
     while !collection.is_stopped() {
-        if collection.snapshot_ready() {
-            match consumer.fetch_metadata(Some(topic), Duration::from_secs(2)) {
-                Ok(md) => {
-                    let partitions = md
-                        .topics()
-                        .iter()
-                        .find(|t| t.name() == topic && t.error().is_none())
-                        .map_or(0, |t| t.partitions().len());
-                    if partitions > 0 {
-                        return partitions as u32;
-                    }
+        match consumer.fetch_metadata(Some(topic), Duration::from_secs(2)) {
+            Ok(md) => {
+                let partitions = md
+                    .topics()
+                    .iter()
+                    .find(|t| t.name() == topic && t.error().is_none())
+                    .map_or(0, |t| t.partitions().len());
+                if partitions > 0 {
+                    return partitions as u32;
                 }
-                Err(e) => warn!(collection = %name, error = %e, "tail: fetching topic metadata"),
             }
+            Err(e) => warn!(collection = %name, error = %e, "tail: fetching topic metadata"),
         }
         std::thread::sleep(Duration::from_millis(200));
     }
     0
+}
+
+/// Waits for the first snapshot, whose cut-offs are where the tail starts;
+/// false once stopped.
+fn wait_for_snapshot(collection: &Collection) -> bool {
+    while !collection.is_stopped() {
+        if collection.wait_snapshot_ready(Duration::from_millis(200)) {
+            return true;
+        }
+    }
+    false
 }
 
 impl Tail<'_> {
