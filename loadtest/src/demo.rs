@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
+use eddy_manifest::{Store, StoreLocation};
 use tokio::time::Instant;
 
 use crate::broker::Tansu;
@@ -71,6 +72,13 @@ pub struct DemoArgs {
     #[arg(long, env = "EDDY_DEMO_SAMPLE_EVERY", default_value_t = 20)]
     pub sample_every: usize,
 
+    /// Segment store: a directory, or `s3://bucket/prefix` on an
+    /// S3-compatible store the `AWS_*` environment reaches (default: a
+    /// directory in the run's temp dir). On an object store each service
+    /// caches in the temp dir.
+    #[arg(long, env = "EDDY_DEMO_STORE", value_parser = crate::options::parse_store)]
+    pub store: Option<StoreLocation>,
+
     /// Directory holding eddy-ingest and eddy-query (default: next to this binary).
     #[arg(long, env = "EDDY_DEMO_BIN_DIR")]
     pub bin_dir: Option<PathBuf>,
@@ -113,7 +121,11 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let cfg = ServiceConfig {
         bin_dir,
         brokers: tansu.bootstrap(),
-        store: work.path().join("store"),
+        store: args
+            .store
+            .clone()
+            .unwrap_or_else(|| StoreLocation::Dir(work.path().join("store"))),
+        cache_dir: work.path().join("cache"),
         log_dir: work.path().to_owned(),
         collection: format!(
             "name={COLLECTION},dim={},metric=cosine,topic={COLLECTION},id=u64,shards={},field.section=keyword",
@@ -123,9 +135,10 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         ingest_args: Vec::new(),
         query_args: Vec::new(),
     };
+    let store = cfg.open_store()?;
     let mut services = Services::start(&cfg)?;
     let outcome = tokio::select! {
-        r = pipeline(&args, &ds, &tansu, &mut services, &cfg.store) => r,
+        r = pipeline(&args, &ds, &tansu, &mut services, &store) => r,
         _ = services::shutdown_signal() => Err(anyhow::anyhow!("interrupted")),
     };
     if let Err(e) = outcome {
@@ -149,7 +162,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             "  Kafka           {} (topic {COLLECTION})",
             tansu.bootstrap()
         );
-        println!("  store           {}", cfg.store.display());
+        println!("  store           {}", cfg.store);
         println!("  logs            {}", work.path().display());
         tokio::select! {
             r = services::shutdown_signal() => r?,
@@ -170,7 +183,7 @@ async fn pipeline(
     ds: &Dataset,
     tansu: &Tansu,
     services: &mut Services,
-    store: &Path,
+    store: &Store,
 ) -> anyhow::Result<()> {
     let client = QueryClient::new(&services.http_addr, COLLECTION, REQUEST_TIMEOUT)?;
     let flight_addr = services.flight_addr.clone();

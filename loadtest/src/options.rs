@@ -64,6 +64,11 @@ impl SearchOptions {
     }
 }
 
+/// Parses a `--store` value: a directory, or `s3://bucket/prefix`.
+pub fn parse_store(text: &str) -> Result<eddy_manifest::StoreLocation, String> {
+    eddy_manifest::StoreLocation::parse(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

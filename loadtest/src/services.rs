@@ -10,6 +10,8 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use tokio::time::Instant;
 
+use eddy_manifest::{Store, StoreLocation};
+
 use crate::broker::Tansu;
 use crate::http::QueryClient;
 use crate::process::{file_tail, free_port, ChildGuard};
@@ -24,8 +26,12 @@ pub struct ServiceConfig {
     pub bin_dir: PathBuf,
     /// Kafka bootstrap servers.
     pub brokers: String,
-    /// Segment store directory.
-    pub store: PathBuf,
+    /// Segment store: a directory, or an `s3://bucket/prefix` the services
+    /// reach through the `AWS_*` environment they inherit.
+    pub store: StoreLocation,
+    /// Where the services' object-store caches live (one directory each)
+    /// and this tool's own; unused on a directory store.
+    pub cache_dir: PathBuf,
     /// Directory for the services' log files.
     pub log_dir: PathBuf,
     /// The `--collection` spec.
@@ -34,6 +40,20 @@ pub struct ServiceConfig {
     pub ingest_args: Vec<String>,
     /// More flags for eddy-query.
     pub query_args: Vec<String>,
+}
+
+impl ServiceConfig {
+    /// The store, opened as the services open it (this tool's own cache on
+    /// an object store).
+    pub fn open_store(&self) -> anyhow::Result<Store> {
+        Store::open_location(&self.store, &self.cache_of("eddy-loadtest"))
+            .with_context(|| format!("opening the store {}", self.store))
+    }
+
+    /// The object-store cache directory of `service`.
+    fn cache_of(&self, service: &str) -> PathBuf {
+        self.cache_dir.join(service)
+    }
 }
 
 /// The two running services and where they listen.
@@ -103,7 +123,7 @@ impl Services {
         let ingest_log = cfg.log_dir.join("eddy-ingest.log");
         let query_log = cfg.log_dir.join("eddy-query.log");
 
-        let mut ingest_cmd = common(&ingest_bin, cfg, &ingest_log)?;
+        let mut ingest_cmd = common(&ingest_bin, "eddy-ingest", cfg, &ingest_log)?;
         ingest_cmd
             .arg("--metrics-addr")
             .arg(&ingest_metrics_addr)
@@ -124,8 +144,19 @@ impl Services {
 
     /// Stops eddy-query and starts it again on the same store and ports (a
     /// cold start: it loads every segment anew; the page cache stays warm).
+    /// On an object store its cache is emptied first, so it downloads and
+    /// checks every file again, as a new node does.
     pub fn restart_query(&mut self, cfg: &ServiceConfig) -> anyhow::Result<()> {
         self.query.stop();
+        if let StoreLocation::S3 { .. } = cfg.store {
+            let cache = cfg.cache_of("eddy-query");
+            match std::fs::remove_dir_all(&cache) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e).with_context(|| format!("emptying {}", cache.display()));
+                }
+                _ => {}
+            }
+        }
         let query_bin = binary(&cfg.bin_dir, "eddy-query")?;
         self.query = spawn_query(
             &query_bin,
@@ -196,7 +227,7 @@ impl Services {
                     client.base_url()
                 );
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            tokio::time::sleep(READY_POLL).await;
         }
     }
 
@@ -258,12 +289,11 @@ pub struct Indexing {
 /// one, and the query service serves that manifest version.
 pub async fn wait_indexed(
     client: &QueryClient,
-    store: &Path,
+    store: &Store,
     collection: &str,
     timeout: Duration,
 ) -> anyhow::Result<Indexing> {
     let started = Instant::now();
-    let store = eddy_manifest::Store::open(store).context("opening the store")?;
     loop {
         let manifest = store
             .latest_manifest(collection)
@@ -308,7 +338,7 @@ pub async fn wait_indexed(
 /// there (e.g. segments above `--merge-max-rows`), so the caller can say so.
 pub async fn wait_converged(
     client: &QueryClient,
-    store: &Path,
+    store: &Store,
     collection: &str,
     timeout: Duration,
 ) -> anyhow::Result<Indexing> {
@@ -326,6 +356,9 @@ pub async fn wait_converged(
 
 /// How often the waits above look again.
 const INDEX_POLL: Duration = Duration::from_millis(100);
+/// How often [`Services::wait_ready`] asks again: finely, as it times the
+/// suite's cold starts.
+const READY_POLL: Duration = Duration::from_millis(10);
 
 fn binary(dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
     let path = dir.join(name);
@@ -346,7 +379,7 @@ fn spawn_query(
     http: &str,
     flight: &str,
 ) -> anyhow::Result<ChildGuard> {
-    let mut cmd = common(bin, cfg, log)?;
+    let mut cmd = common(bin, "eddy-query", cfg, log)?;
     cmd.arg("--http-addr")
         .arg(http)
         .arg("--flight-addr")
@@ -363,8 +396,9 @@ fn peak_rss_of(pid: u32) -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// A command with the flags both services share, logging to `log`.
-fn common(bin: &Path, cfg: &ServiceConfig, log: &Path) -> anyhow::Result<Command> {
+/// A command with the flags both services share, logging to `log`; on an
+/// object store each service caches in a directory of its own.
+fn common(bin: &Path, name: &str, cfg: &ServiceConfig, log: &Path) -> anyhow::Result<Command> {
     let out = File::options()
         .create(true)
         .append(true)
@@ -375,9 +409,11 @@ fn common(bin: &Path, cfg: &ServiceConfig, log: &Path) -> anyhow::Result<Command
     // A process group of their own: a terminal's Ctrl-C reaches only the demo,
     // which then stops the services itself (instead of racing their exit).
     cmd.process_group(0);
-    cmd.arg("--store")
-        .arg(&cfg.store)
-        .arg("--brokers")
+    cmd.arg("--store").arg(cfg.store.to_string());
+    if let StoreLocation::S3 { .. } = cfg.store {
+        cmd.arg("--store-cache").arg(cfg.cache_of(name));
+    }
+    cmd.arg("--brokers")
         .arg(&cfg.brokers)
         .arg("--collection")
         .arg(&cfg.collection)

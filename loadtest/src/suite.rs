@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
+use eddy_manifest::StoreLocation;
 use serde::Serialize;
 use tokio::time::Instant;
 
@@ -149,6 +150,12 @@ pub struct SuiteArgs {
     /// next to this binary).
     #[arg(long, env = "EDDY_SUITE_BIN_DIR")]
     pub bin_dir: Option<PathBuf>,
+    /// Segment store: a directory, or `s3://bucket/prefix` on an
+    /// S3-compatible store the `AWS_*` environment reaches (default: a
+    /// directory in the run's temp dir). On an object store the cold start
+    /// downloads every file into an emptied cache.
+    #[arg(long, env = "EDDY_SUITE_STORE", value_parser = crate::options::parse_store)]
+    pub store: Option<StoreLocation>,
 }
 
 /// The ingest run: publishing flat out until everything is searchable and
@@ -175,15 +182,20 @@ pub struct Ingest {
     pub disk_bytes_per_vector: f64,
 }
 
-/// A cold start of eddy-query on the ingested store.
-#[derive(Debug, Clone, Copy, Serialize)]
+/// Cold starts of eddy-query on the ingested store, one per round.
+#[derive(Debug, Clone, Serialize)]
 pub struct ColdStart {
-    /// From the start of the process to `/readyz` answering 200, seconds.
-    pub ready_s: f64,
-    /// From the start to the first search answered, seconds.
-    pub first_search_s: f64,
-    /// Store bytes it serves.
+    /// From the start of the process to `/readyz` answering 200, seconds,
+    /// per restart.
+    pub ready_s: Vec<f64>,
+    /// From the start to the first search answered, seconds, per restart.
+    pub first_search_s: Vec<f64>,
+    /// Bytes of the files the served manifest names.
     pub store_bytes: u64,
+    /// Whether the store is an object store (the node downloaded every
+    /// file into an emptied cache) rather than a directory (it read them,
+    /// the page cache warm).
+    pub object_store: bool,
 }
 
 /// The host and versions the report was measured with.
@@ -280,7 +292,11 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
     let cfg = ServiceConfig {
         bin_dir: bin_dir.clone(),
         brokers: tansu.bootstrap(),
-        store: work.path().join("store"),
+        store: args
+            .store
+            .clone()
+            .unwrap_or_else(|| StoreLocation::Dir(work.path().join("store"))),
+        cache_dir: work.path().join("cache"),
         log_dir: work.path().to_owned(),
         collection: format!(
             "name={COLLECTION},dim={},metric=cosine,topic={COLLECTION},id=u64,field.section=keyword",
@@ -388,6 +404,7 @@ async fn measure_served(
 ) -> anyhow::Result<Measured> {
     let client = QueryClient::new(&services.http_addr, COLLECTION, Duration::from_secs(30))?;
     services.wait_ready(&client, READY_TIMEOUT).await?;
+    let store = cfg.open_store()?;
     let target = Target {
         http: services.http_addr.clone(),
         flight: services.flight_addr.clone(),
@@ -397,7 +414,7 @@ async fn measure_served(
         processes: processes(services, broker_pid),
     };
     let work = async {
-        let ingest = phases::ingest(ds, args.ingest_format, &target, &client, &cfg.store).await?;
+        let ingest = phases::ingest(ds, args.ingest_format, &target, &client, &store).await?;
         tracing::info!(?ingest.all_searchable_s, ?ingest.indexed_after_s, "ingested and indexed");
         let plan = Plan {
             dataset: args.dataset.clone(),
@@ -417,8 +434,8 @@ async fn measure_served(
         if args.peers.contains(&PeerSet::Served) {
             // The mixed phases left a tail and new segments: the peers
             // meet eddy sealed, merged and indexed again, as the sweeps did.
-            wait_indexed(&client, &cfg.store, COLLECTION, INDEX_TIMEOUT).await?;
-            let settled = wait_converged(&client, &cfg.store, COLLECTION, CONVERGE_TIMEOUT).await?;
+            wait_indexed(&client, &store, COLLECTION, INDEX_TIMEOUT).await?;
+            let settled = wait_converged(&client, &store, COLLECTION, CONVERGE_TIMEOUT).await?;
             tracing::info!(
                 segments = settled.segments,
                 waited_s = settled.waited.as_secs_f64(),
@@ -443,7 +460,7 @@ async fn measure_served(
         r = work => r?,
         e = services.watch() => return Err(e),
     };
-    let cold = phases::cold_start(cfg, services, &client, ds).await?;
+    let cold = phases::cold_start(cfg, services, &client, ds, args.rounds).await?;
     Ok((Some(ingest), eddy, Some(cold), peer_results))
 }
 

@@ -68,6 +68,35 @@ impl Store {
         self.ensure_stored(collection, &format!("{id}.seg"))
     }
 
+    /// Bytes of the data files (segments, index files, delete bitmaps) the
+    /// latest manifest of `collection` (of each of its shards' chains) names,
+    /// as the directory or the bucket holds them: what a node serving the
+    /// collection reads, and what a new one downloads. Files awaiting
+    /// garbage collection are not counted. 0 for an unknown collection.
+    pub fn served_bytes(&self, collection: &str) -> Result<u64> {
+        let Some(def) = self.collection(collection)? else {
+            return Ok(0);
+        };
+        let chains = if def.shards > 1 {
+            def.chains()
+        } else {
+            vec![def.name.clone()]
+        };
+        let mut bytes = 0;
+        for chain in &chains {
+            let names = self.latest_manifest(chain)?.file_names();
+            for dir in ["segments", "deletes"] {
+                let listed = self.backend.list(&collection_key(chain, dir))?;
+                bytes += listed
+                    .iter()
+                    .filter(|f| names.contains(&f.name))
+                    .map(|f| f.bytes)
+                    .sum::<u64>();
+            }
+        }
+        Ok(bytes)
+    }
+
     /// A local path holding file `name` of `collection` (a segment or index
     /// file a manifest names), fetched from the object store into this
     /// node's cache if it is not there yet.
@@ -130,5 +159,56 @@ impl Store {
     /// A local path holding segment `id` (see [`Store::fetch_file`]).
     pub fn fetch_segment(&self, collection: &str, id: &str) -> Result<PathBuf> {
         self.fetch_file(collection, &format!("{id}.seg"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::fs;
+
+    use eddy_model::CollectionDef;
+
+    use super::*;
+    use crate::SegmentEntry;
+
+    /// Served bytes are those of the files the latest manifest names (its
+    /// segment, index and delete file), not a left-over segment awaiting
+    /// garbage collection.
+    #[test]
+    fn served_bytes_count_what_the_latest_manifest_names() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Store::open(dir.path()).expect("open");
+        assert_eq!(store.served_bytes("c").expect("unknown"), 0);
+        store
+            .create_collection(&CollectionDef::new("c", 4))
+            .expect("create");
+        let (named, path) = store.new_segment("c");
+        fs::write(&path, vec![1u8; 1000]).expect("segment");
+        let index = store.new_index_name(&named);
+        fs::write(store.index_path("c", &index), vec![2u8; 300]).expect("index");
+        let deletes = store
+            .write_deletes("c", &named, &[3u32].into_iter().collect())
+            .expect("deletes");
+        let deletes_len = fs::metadata(dir.path().join("collections/c/deletes").join(&deletes))
+            .expect("stat")
+            .len();
+        let (_, left_over) = store.new_segment("c");
+        fs::write(&left_over, vec![4u8; 5000]).expect("left-over segment");
+        let mut next = store.latest_manifest("c").expect("latest").successor();
+        next.segments.push(SegmentEntry {
+            id: named,
+            rows: 1,
+            bytes: 1000,
+            deletes: Some(deletes),
+            deleted: 1,
+            offset_ranges: BTreeMap::new(),
+            index: Some(index),
+        });
+        store.publish(&next).expect("publish");
+        assert_eq!(
+            store.served_bytes("c").expect("served"),
+            1000 + 300 + deletes_len
+        );
     }
 }
