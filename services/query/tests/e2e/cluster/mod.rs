@@ -1,7 +1,5 @@
 //! A small cluster for tests: Tansu, one topic, eddy-ingest and eddy-query.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Parser as _;
@@ -14,87 +12,13 @@ use serde_json::{json, Value};
 /// Dimension of the test vectors.
 pub const DIM: usize = 8;
 
-/// A self-signed certificate for `localhost` and API keys of both scopes:
-/// what a secured cluster runs with.
-pub struct Secured {
-    /// Holds the PEM files.
-    _dir: tempfile::TempDir,
-    /// The certificate (PEM file), also the clients' trust root.
-    pub cert: PathBuf,
-    /// The private key (PEM file).
-    pub key: PathBuf,
-    /// The certificate as PEM text.
-    pub cert_pem: String,
-    /// A read-scope key.
-    pub read_key: String,
-    /// An admin-scope key.
-    pub admin_key: String,
-    /// The Kafka user's SCRAM password, in a secrets file for the services.
-    pub kafka_password: String,
-    /// `sasl.password=...`: what `--kafka-secrets-file` names.
-    pub kafka_secrets_file: PathBuf,
-}
+mod nodes;
+mod secured;
+mod vectors;
 
-/// The Kafka user of a secured cluster.
-pub const KAFKA_USER: &str = "eddy";
-
-impl Secured {
-    /// Generates a certificate for `localhost` and two keys.
-    pub fn generate() -> Self {
-        let dir = tempfile::tempdir().expect("tmp");
-        let pair = rcgen::generate_simple_self_signed(vec!["localhost".into()]).expect("cert");
-        let cert = dir.path().join("cert.pem");
-        let key = dir.path().join("key.pem");
-        let cert_pem = pair.cert.pem();
-        std::fs::write(&cert, &cert_pem).expect("write cert");
-        std::fs::write(&key, pair.key_pair.serialize_pem()).expect("write key");
-        let kafka_password = "scram-0123456789abcdef".to_owned();
-        let kafka_secrets_file = dir.path().join("kafka.secrets");
-        std::fs::write(
-            &kafka_secrets_file,
-            format!("# the Kafka user's password\nsasl.password={kafka_password}\n"),
-        )
-        .expect("write secrets");
-        // Readable by its owner only, as a secrets file should be.
-        std::fs::set_permissions(
-            &kafka_secrets_file,
-            std::os::unix::fs::PermissionsExt::from_mode(0o600),
-        )
-        .expect("chmod 600");
-        Self {
-            _dir: dir,
-            cert,
-            key,
-            cert_pem,
-            read_key: "read-0123456789abcdef".into(),
-            admin_key: "admin-0123456789abcdef".into(),
-            kafka_password,
-            kafka_secrets_file,
-        }
-    }
-
-    /// An HTTP client that trusts the certificate and sends no key.
-    pub fn client(&self) -> reqwest::Client {
-        let root = reqwest::Certificate::from_pem(self.cert_pem.as_bytes()).expect("root");
-        reqwest::Client::builder()
-            .add_root_certificate(root)
-            .build()
-            .expect("client")
-    }
-
-    /// Like [`Secured::client`], sending `key` on every request.
-    fn client_with_key(&self, key: &str) -> reqwest::Client {
-        let root = reqwest::Certificate::from_pem(self.cert_pem.as_bytes()).expect("root");
-        let mut headers = reqwest::header::HeaderMap::new();
-        let value = format!("Bearer {key}").parse().expect("header");
-        headers.insert(reqwest::header::AUTHORIZATION, value);
-        reqwest::Client::builder()
-            .add_root_certificate(root)
-            .default_headers(headers)
-            .build()
-            .expect("client")
-    }
-}
+pub use nodes::*;
+pub use secured::*;
+pub use vectors::*;
 
 /// The cluster's broker: plain, or SCRAM over TLS for a secured cluster.
 enum Broker {
@@ -122,29 +46,6 @@ pub struct Cluster {
     store_args: Vec<String>,
     /// Removed on drop.
     _store: tempfile::TempDir,
-}
-
-/// Deterministic pseudo-random vectors (splitmix64), so tests repeat.
-pub fn vector(seed: u64) -> Vec<f32> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1);
-    (0..DIM)
-        .map(|_| {
-            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = x;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            (z >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
-        })
-        .collect()
-}
-
-/// Squared L2 distance, computed in f64 like an exact reference would.
-pub fn l2(a: &[f32], b: &[f32]) -> f32 {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| f64::from(x - y).powi(2))
-        .sum::<f64>() as f32
 }
 
 impl Cluster {
@@ -557,129 +458,4 @@ impl Cluster {
             i.shutdown().await;
         }
     }
-}
-
-/// The flags every test's eddy-query starts with: `brokers`, ports the OS
-/// picks, and fast polls.
-pub fn query_args(brokers: &str) -> Vec<String> {
-    [
-        "eddy-query",
-        "--brokers",
-        brokers,
-        "--http-addr",
-        "127.0.0.1:0",
-        "--flight-addr",
-        "127.0.0.1:0",
-        "--manifest-poll-ms",
-        "50",
-        "--collection-poll-ms",
-        "100",
-    ]
-    .iter()
-    .map(|a| (*a).to_owned())
-    .collect()
-}
-
-/// Starts eddy-query with [`query_args`] for `brokers` plus `flags`
-/// (a `--flight-addr` among them replaces the default one).
-pub async fn start_query(brokers: &str, flags: &[String]) -> eddy_query::Query {
-    let mut args = query_args(brokers);
-    if flags.iter().any(|f| f == "--flight-addr") {
-        if let Some(at) = args.iter().position(|a| a == "--flight-addr") {
-            args.drain(at..at + 2);
-        }
-    }
-    args.extend(flags.iter().cloned());
-    eddy_query::start(eddy_query::QueryConfig::parse_from(args))
-        .await
-        .expect("query node starts")
-}
-
-/// Starts another eddy-query on `cluster`'s broker (with its Kafka
-/// settings) with `store_flags` (its store, and for an object store its
-/// own cache) and `extra` flags.
-pub async fn start_node(
-    cluster: &Cluster,
-    store_flags: &[String],
-    extra: &[&str],
-) -> eddy_query::Query {
-    let flags: Vec<String> = extra
-        .iter()
-        .map(|a| (*a).to_owned())
-        .chain(cluster.kafka_args.iter().cloned())
-        .chain(store_flags.iter().cloned())
-        .collect();
-    start_query(&cluster.brokers(), &flags).await
-}
-
-/// Waits until the node at `http` (a base URL) says to `client` it is
-/// ready (`/readyz`: every collection's snapshot installed and its tail
-/// holding its partitions).
-pub async fn wait_node_ready(client: &reqwest::Client, http: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let ok = client
-            .get(format!("{http}/readyz"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status().is_success());
-        if ok {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{http} not ready within 60 s");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// Waits until the node at `http` (a base URL) counts `n` points in
-/// `collection`.
-pub async fn wait_node_count(http: &str, collection: &str, n: u64) {
-    wait_node_count_with(http, collection, n, &json!({})).await;
-}
-
-/// [`wait_node_count`] with the count request `body` (a filter,
-/// `allow_partial`).
-pub async fn wait_node_count_with(http: &str, collection: &str, n: u64, body: &Value) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let r: Option<Value> = async {
-            reqwest::Client::new()
-                .post(format!("{http}/v1/collections/{collection}/count"))
-                .json(body)
-                .send()
-                .await
-                .ok()?
-                .json()
-                .await
-                .ok()
-        }
-        .await;
-        if r.as_ref().and_then(|r| r["count"].as_u64()) == Some(n) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{http} never counted {n}: {r:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// Sum of a metric's samples whose label set contains every `labels` pair.
-pub fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(name) && !l.starts_with('#'))
-        .filter(|l| l[name.len()..].starts_with(['{', ' ']))
-        .filter(|l| {
-            labels
-                .iter()
-                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
-/// Exact top-k ids by squared L2 over `points`, ties by smaller id.
-pub fn exact_top_k(points: &BTreeMap<u64, Vec<f32>>, q: &[f32], k: usize) -> Vec<(u64, f32)> {
-    let mut all: Vec<(u64, f32)> = points.iter().map(|(id, v)| (*id, l2(q, v))).collect();
-    all.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
-    all.truncate(k);
-    all
 }
