@@ -19,14 +19,24 @@ use crate::format::{align_up, Footer, FramedHeader, SectionEntry, ALIGN, FOOTER_
 use crate::resident::HugePageBytes;
 use crate::{Error, Result};
 
+/// A file as written: its size and the CRC-32 of all its bytes, computed
+/// while they were written, so an upload needs no pass of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WrittenFile {
+    /// Size in bytes.
+    pub bytes: u64,
+    /// CRC-32 (IEEE, as `crc32fast`) of the whole file, footer included.
+    pub crc32: u32,
+}
+
 /// Writes a framed file at `path`: `header` must already carry the preamble
 /// and kind-specific fields; the section count, table, sections and footer
-/// are added here. Returns the file size.
+/// are added here.
 pub(crate) fn write(
     path: &Path,
     mut header: FramedHeader,
     sections: &[(u32, &[u8])],
-) -> Result<u64> {
+) -> Result<WrittenFile> {
     let count = u32::try_from(sections.len())
         .map_err(|_| Error::InvalidRow(format!("{} sections", sections.len())))?;
     header.section_count = U32::new(count);
@@ -52,7 +62,10 @@ pub(crate) fn write(
     out.pad_to(ALIGN).map_err(Error::io(&tmp))?;
     let footer = Footer::new(out.crc());
     out.write_all(footer.as_bytes()).map_err(Error::io(&tmp))?;
-    let size = out.written();
+    let written = WrittenFile {
+        bytes: out.written(),
+        crc32: out.crc(),
+    };
     let file = out.into_inner().finish().map_err(Error::io(&tmp))?;
     #[cfg(feature = "failpoints")]
     if path.extension().is_some_and(|e| e == "seg") {
@@ -66,7 +79,7 @@ pub(crate) fn write(
             .and_then(|d| d.sync_all())
             .map_err(Error::io(dir))?;
     }
-    Ok(size)
+    Ok(written)
 }
 
 /// A mapped, checked framed file.

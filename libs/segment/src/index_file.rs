@@ -77,7 +77,7 @@ impl IndexWriter {
             .iter()
             .map(|(k, b)| (*k, b.as_slice()))
             .collect();
-        framed::write(path, header, &sections)
+        framed::write(path, header, &sections).map(|w| w.bytes)
     }
 }
 

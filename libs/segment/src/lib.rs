@@ -26,7 +26,7 @@ mod writer;
 pub use direct::{set_write_mode, write_mode, WriteMode};
 pub use error::{Error, Result};
 pub use format::{FORMAT_VERSION, OLDEST_SUPPORTED_VERSION};
-pub use framed::Residency;
+pub use framed::{Residency, WrittenFile};
 pub use growing::{Growing, Origin, RowRef, Touch};
 pub use ids::Ids;
 pub use index_file::{

@@ -8,7 +8,7 @@ use eddy_model::{FieldType, IdType, Metric, PointId};
 use serde::{Deserialize, Serialize};
 
 use crate::format::{self, FramedHeader, Section, SEGMENT_FORMAT};
-use crate::framed;
+use crate::framed::{self, WrittenFile};
 use crate::{Error, Result, RowRef};
 
 /// Metadata stored in a segment's `Meta` section.
@@ -110,8 +110,8 @@ impl SegmentWriter {
     }
 
     /// Writes the file at `path` (via a temporary file and a rename, both
-    /// fsynced) and returns its size in bytes.
-    pub fn finish(mut self, path: &Path) -> Result<u64> {
+    /// fsynced); its size and CRC-32.
+    pub fn finish(mut self, path: &Path) -> Result<WrittenFile> {
         self.meta.created_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);

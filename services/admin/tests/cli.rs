@@ -23,7 +23,8 @@ fn store() -> (tempfile::TempDir, Store, String) {
     let (id, path) = store.new_segment("c");
     let bytes = rows
         .write_segment(&path, &BTreeMap::new())
-        .expect("segment");
+        .expect("segment")
+        .bytes;
     let updated = store
         .update::<eddy_manifest::Error>("c", |latest| {
             let mut next = latest.successor();

@@ -40,7 +40,8 @@ fn seal(store: &Store, ids: std::ops::Range<u64>, first_offset: i64) -> String {
     let (seg_id, path) = store.new_segment(&def.name);
     let bytes = g
         .write_segment(&path, &def.payload_fields)
-        .expect("segment");
+        .expect("segment")
+        .bytes;
     let latest = store.latest_manifest(&def.name).expect("manifest");
     let mut next = latest.successor();
     next.segments.push(SegmentEntry {

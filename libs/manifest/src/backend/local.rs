@@ -229,7 +229,7 @@ impl Backend for LocalDir {
         }
     }
 
-    fn upload(&self, _key: &str, _local: &Path) -> Result<()> {
+    fn upload(&self, _key: &str, _local: &Path, _crc32: Option<u32>) -> Result<()> {
         Ok(())
     }
 

@@ -54,8 +54,9 @@ pub(crate) trait Backend: Send + Sync + fmt::Debug {
     fn remove(&self, key: &str) -> Result<bool>;
     /// Removes everything under directory `dir`.
     fn remove_all(&self, dir: &str) -> Result<()>;
-    /// Makes the finished local file `local` the content of `key`.
-    fn upload(&self, key: &str, local: &Path) -> Result<()>;
+    /// Makes the finished local file `local` the content of `key`; `crc32`,
+    /// when the writer computed it as it wrote the file, spares a pass.
+    fn upload(&self, key: &str, local: &Path, crc32: Option<u32>) -> Result<()>;
     /// Copies `key` to the local path `local` (whole, or not at all).
     fn fetch(&self, key: &str, local: &Path) -> Result<()>;
     /// Whether the files live elsewhere than the local root (uploads and

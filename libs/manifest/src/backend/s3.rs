@@ -330,7 +330,7 @@ impl Backend for ObjectStore {
         .map_err(|e| other(&self.describe(dir), e))
     }
 
-    fn upload(&self, key: &str, local: &Path) -> Result<()> {
+    fn upload(&self, key: &str, local: &Path, crc32: Option<u32>) -> Result<()> {
         let len = fs::metadata(local).map_err(Error::io(local))?.len();
         let path = self.key(key);
         let store = self.store.clone();
@@ -347,8 +347,13 @@ impl Backend for ObjectStore {
                 .map(drop)
                 .map_err(|e| other(&self.describe(key), e));
         }
-        // The CRC travels as metadata at the upload's start: a pass first.
-        let attributes = crc_attributes(file_crc(local).map_err(Error::io(local))?);
+        // The CRC travels as metadata at the upload's start: the writer's,
+        // or a pass over the file first.
+        let crc = match crc32 {
+            Some(crc) => crc,
+            None => file_crc(local).map_err(Error::io(local))?,
+        };
+        let attributes = crc_attributes(crc);
         let mut file = File::open(local).map_err(Error::io(local))?;
         let opts = PutMultipartOptions {
             attributes,

@@ -27,6 +27,12 @@ impl Store {
     /// a manifest names it: uploads this node's local copy of a segment or
     /// index file (once), else checks the store has it.
     pub(crate) fn ensure_stored(&self, collection: &str, name: &str) -> Result<()> {
+        self.ensure_stored_with(collection, name, None)
+    }
+
+    /// [`Store::ensure_stored`], with the file's CRC-32 when its writer
+    /// computed it (the upload then reads the file once).
+    fn ensure_stored_with(&self, collection: &str, name: &str, crc32: Option<u32>) -> Result<()> {
         let key = Store::file_key(collection, name);
         let local = self.file_path(collection, name);
         if self.backend.is_remote() && !name.ends_with(".del") {
@@ -39,7 +45,7 @@ impl Store {
                 // meanwhile (a rare second upload of the same file is
                 // harmless: the key is unique, the bytes the same).
                 let started = std::time::Instant::now();
-                self.backend.upload(&key, &local)?;
+                self.backend.upload(&key, &local, crc32)?;
                 tracing::debug!(key, ms = started.elapsed().as_millis() as u64, "uploaded");
                 uploaded().insert(key);
                 if let Some(cache) = &self.cache {
@@ -59,13 +65,16 @@ impl Store {
 
     /// Puts segment `id`, which this node wrote, in the object store now,
     /// before a manifest names it (the publish then finds it there and only
-    /// names it): a writer uploads off its publish. Nothing to do on a
+    /// names it): a writer uploads off its publish. `crc32` is the file's
+    /// CRC-32 as its writer computed it, which then goes up as the object's
+    /// checksum without a pass over the file (and covers the file from the
+    /// moment it was written, not from the upload). Nothing to do on a
     /// local directory, where the publish checks the file.
-    pub fn upload_segment(&self, collection: &str, id: &str) -> Result<()> {
+    pub fn upload_segment(&self, collection: &str, id: &str, crc32: Option<u32>) -> Result<()> {
         if !self.backend.is_remote() {
             return Ok(());
         }
-        self.ensure_stored(collection, &format!("{id}.seg"))
+        self.ensure_stored_with(collection, &format!("{id}.seg"), crc32)
     }
 
     /// Bytes of the data files (segments, index files, delete bitmaps) the

@@ -347,8 +347,12 @@ impl Growing {
     }
 
     /// Writes the live rows as a segment file, with a payload index over
-    /// `indexed` fields; returns its size in bytes.
-    pub fn write_segment(&self, path: &Path, indexed: &BTreeMap<String, FieldType>) -> Result<u64> {
+    /// `indexed` fields; its size and CRC-32.
+    pub fn write_segment(
+        &self,
+        path: &Path,
+        indexed: &BTreeMap<String, FieldType>,
+    ) -> Result<crate::WrittenFile> {
         let mut writer =
             SegmentWriter::new(self.dim, self.metric, self.id_type).with_payload_index(indexed);
         for row in self.live_row_refs() {

@@ -130,7 +130,12 @@ fn sealed_segment_round_trips() {
     g.upsert(PointId::Str("b".into()), &[0.0, 1.0, 0.0], b"", 2, 8);
     g.upsert(PointId::Str("c".into()), &[0.0, 0.0, 1.0], b"", 0, 3);
     g.delete(PointId::Str("b".into()), 2, 9);
-    g.write_segment(&path, &BTreeMap::new()).expect("write");
+    let written = g.write_segment(&path, &BTreeMap::new()).expect("write");
+    // Size and CRC-32 come from the bytes as they were written: those of
+    // the file, footer included (an upload sends this CRC as the object's).
+    let on_disk = std::fs::read(&path).expect("read back");
+    assert_eq!(written.bytes, on_disk.len() as u64);
+    assert_eq!(written.crc32, eddy_format::crc32(&on_disk));
     let seg = Segment::open(&path).expect("open");
     assert_eq!(seg.rows(), 2);
     assert_eq!(seg.id(0), Some(PointId::Str("a".into())));

@@ -179,7 +179,7 @@ pub fn write_merged(
     }
     let rows = writer.rows() as u64;
     let (id, path) = store.new_segment(&def.name);
-    let bytes = writer.finish(&path)?;
+    let bytes = writer.finish(&path)?.bytes;
     Ok(Merged {
         id,
         bytes,

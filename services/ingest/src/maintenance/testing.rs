@@ -36,7 +36,8 @@ pub(crate) fn seal_with(
     let (id, path) = store.new_segment("c");
     let bytes = rows
         .write_segment(&path, &BTreeMap::new())
-        .expect("segment");
+        .expect("segment")
+        .bytes;
     let updated = store
         .update::<eddy_manifest::Error>("c", |latest| {
             let mut next = latest.successor();

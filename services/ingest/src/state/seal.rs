@@ -56,6 +56,8 @@ impl SealOutcome {
 struct WrittenSegment {
     id: String,
     bytes: u64,
+    /// CRC-32 of the file, computed as it was written: the upload's.
+    crc32: u32,
     /// The partition of each row, in row order.
     partitions: Vec<u32>,
     /// Per partition, the first and last offset of its rows.
@@ -388,7 +390,7 @@ fn write_stage(
     let lease = store.take_lease(&def.name, "seal", ttl, None)?;
     let segment = write_segment(store, def, buffer)?;
     if let Some(segment) = &segment {
-        store.upload_segment(&def.name, &segment.id)?;
+        store.upload_segment(&def.name, &segment.id, Some(segment.crc32))?;
     }
     Ok(Written { lease, segment })
 }
@@ -403,7 +405,7 @@ fn write_segment(
         return Ok(None);
     }
     let (id, path) = store.new_segment(&def.name);
-    let bytes = buffer
+    let written = buffer
         .write_segment(&path, &def.payload_fields)
         .map_err(eddy_manifest::Error::from)?;
     let partitions: Vec<u32> = buffer.live_row_refs().map(|r| r.partition).collect();
@@ -417,7 +419,8 @@ fn write_segment(
     }
     Ok(Some(WrittenSegment {
         id,
-        bytes,
+        bytes: written.bytes,
+        crc32: written.crc32,
         partitions,
         offset_ranges,
     }))

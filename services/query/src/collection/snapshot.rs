@@ -383,7 +383,10 @@ mod tests {
             g.upsert(PointId::Num(n), &vector(n), b"{}", 0, n as i64);
         }
         let (id, path) = store.new_segment("c");
-        let bytes = g.write_segment(&path, &BTreeMap::new()).expect("segment");
+        let bytes = g
+            .write_segment(&path, &BTreeMap::new())
+            .expect("segment")
+            .bytes;
         let mut manifest = Manifest::empty("c");
         manifest.version = 1;
         manifest.segments.push(SegmentEntry {
@@ -447,7 +450,10 @@ mod tests {
             g.upsert(PointId::Num(n), &vector(n), b"{}", 0, n as i64);
         }
         let (id, path) = writer.new_segment("c");
-        let bytes = g.write_segment(&path, &BTreeMap::new()).expect("segment");
+        let bytes = g
+            .write_segment(&path, &BTreeMap::new())
+            .expect("segment")
+            .bytes;
         let updated = writer
             .update::<eddy_manifest::Error>("c", |latest| {
                 let mut next = latest.successor();

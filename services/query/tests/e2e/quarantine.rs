@@ -39,7 +39,8 @@ pub fn seal_rows(
     let (segment, path) = store.new_segment(&def.name);
     let bytes = growing
         .write_segment(&path, &BTreeMap::new())
-        .expect("segment");
+        .expect("segment")
+        .bytes;
     let index = indexed.then(|| {
         let seg = eddy_segment::Segment::open(&path).expect("open");
         let name = store.new_index_name(&segment);
