@@ -132,7 +132,7 @@ pub struct Merged {
 }
 
 /// Writes the live rows of `inputs` (as `manifest` lists them) as one new
-/// segment.
+/// segment (on an object store, uploaded too).
 pub fn write_merged(
     store: &Store,
     def: &CollectionDef,
@@ -179,10 +179,13 @@ pub fn write_merged(
     }
     let rows = writer.rows() as u64;
     let (id, path) = store.new_segment(&def.name);
-    let bytes = writer.finish(&path)?.bytes;
+    let written = writer.finish(&path)?;
+    // On an object store the merged segment goes up now, with the CRC its
+    // writer computed (no pass over the file); the publish then names it.
+    store.upload_segment(&def.name, &id, Some(written.crc32))?;
     Ok(Merged {
         id,
-        bytes,
+        bytes: written.bytes,
         rows,
         offset_ranges,
         index: None,
