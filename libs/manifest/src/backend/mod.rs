@@ -13,6 +13,7 @@
 pub(crate) mod local;
 mod s3;
 mod s3_config;
+mod s3_fetch;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
