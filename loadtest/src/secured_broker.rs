@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::BaseConsumer;
 
-use crate::broker::{lists_a_broker, spawn_broker_with, Error, Result, Tansu, START_TIMEOUT};
+use crate::broker::{lists_a_broker, Error, Result, Tansu, START_TIMEOUT};
 use crate::process::{free_port, ChildGuard};
 
 /// The SASL mechanism the secured broker takes.
@@ -63,22 +63,10 @@ impl SecuredTansu {
             tansu.create_topic(topic, *partitions)?;
         }
         let tls_port = free_port()?;
-        let advertised = format!("tcp://localhost:{tls_port}");
-        {
-            let mut child = match tansu.child.lock() {
-                Ok(child) => child,
-                Err(poisoned) => poisoned.into_inner(),
-            };
-            child.stop();
-            *child = spawn_broker_with(
-                &tansu.bin,
-                tansu.dir.path(),
-                tansu.port,
-                &advertised,
-                &["--authentication"],
-                &tansu.log_path,
-            )?;
-        }
+        tansu.restart_advertising(
+            &format!("tcp://localhost:{tls_port}"),
+            &["--authentication"],
+        )?;
         let listen = format!(
             "openssl-listen:{tls_port},bind=127.0.0.1,reuseaddr,fork,cert={},key={},verify=0",
             cert.display(),

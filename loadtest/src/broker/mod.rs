@@ -27,9 +27,11 @@ use crate::process::file_tail;
 pub use crate::process::{free_port, ChildGuard};
 
 mod error;
+mod slow_fetch;
 
 pub(crate) use error::io_err;
 pub use error::{Error, Result};
+pub use slow_fetch::SlowFetchTansu;
 
 /// Environment variable naming the `tansu` binary to run.
 pub const TANSU_BIN_ENV: &str = "TANSU_BIN";
@@ -146,6 +148,27 @@ impl Tansu {
         tansu.wait_ready(START_TIMEOUT)?;
         tracing::info!(bootstrap = %tansu.bootstrap(), dir = %tansu.dir.path().display(), "tansu ready");
         Ok(tansu)
+    }
+
+    /// Restarts the broker (same data, same port) advertising `advertised`
+    /// to clients, with `extra` flags: for something that stands in front
+    /// of it (a TLS terminator, a proxy), through which clients must then
+    /// reach every broker the metadata names.
+    pub(crate) fn restart_advertising(&self, advertised: &str, extra: &[&str]) -> Result<()> {
+        let mut child = match self.child.lock() {
+            Ok(child) => child,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        child.stop();
+        *child = spawn_broker_with(
+            &self.bin,
+            self.dir.path(),
+            self.port,
+            advertised,
+            extra,
+            &self.log_path,
+        )?;
+        Ok(())
     }
 
     /// The broker's process id, while it runs.

@@ -9,19 +9,23 @@
 //!   [`eddy_event::Message`];
 //! - [`apply`]: the one way a consumed record changes a growing buffer
 //!   (offset checks, one decode, upsert/delete), for ingest and the tail;
-//! - [`partition_lags`]: how far a consumer's positions trail each
-//!   partition's high watermark.
+//! - [`LogRanges`]: partitions' log ranges, read on connections of their
+//!   own so that a slow fetch never holds them up (nor they it);
+//! - [`lag`]: how far a consumer's position trails a partition's high
+//!   watermark.
 //!
 //! Flags are parsed in `eddy-config`; what an event means is `eddy-event`'s.
 
 mod apply;
 mod lag;
+mod log_range;
 mod message;
 mod settings;
 mod topic;
 
 pub use apply::{apply, Cursor, Gaps, Outcome, Record, StopReason};
-pub use lag::{lag, partition_lags};
+pub use lag::lag;
+pub use log_range::LogRanges;
 pub use message::event_message;
 pub use settings::{
     KafkaSettings, ProtectedProperty, DEAD_LETTER_MAX_BYTES, MANUAL_OFFSETS, PROTECTED_KEYS,

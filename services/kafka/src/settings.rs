@@ -48,9 +48,10 @@ pub struct ProtectedProperty {
 
 /// Group-membership timings of ingest's consumer: a dead member is noticed
 /// within seconds, and a seal inside the poll loop has a minute. Its
-/// fetches wait at most 100 ms: a broker answers a connection's requests
-/// in order, so the watermark reads of the offset watch wait behind a
-/// fetch for as long as it may wait (librdkafka's 500 ms made them time out).
+/// fetches wait at most 100 ms (librdkafka's default is 500 ms), so a
+/// partition that was idle is read again soon after an event arrives. (The
+/// offset watch reads log ranges on connections of its own,
+/// [`crate::LogRanges`], so a longer wait a user sets costs no timeouts.)
 const INGEST_CONSUMER_DEFAULTS: [(&str, &str); 4] = [
     ("session.timeout.ms", "10000"),
     ("heartbeat.interval.ms", "1000"),
@@ -181,6 +182,13 @@ impl KafkaSettings {
         let mut defaults = vec![("group.id", group_id)];
         defaults.extend(TAIL_FETCH);
         self.client_config(&defaults, &MANUAL_OFFSETS)
+    }
+
+    /// The client that reads partitions' log ranges ([`crate::LogRanges`]):
+    /// the user's connection settings alone; it joins no group and fetches
+    /// nothing.
+    pub fn log_range_reader(&self) -> ClientConfig {
+        self.client_config(&[], &[])
     }
 
     /// The dead-letter producer: acknowledged by every in-sync replica,

@@ -16,6 +16,7 @@ use super::offsets::pause_partitions;
 use crate::dlq::DeadLetters;
 use crate::error::{Error, Result};
 use crate::state::{SealOutcome, ShardStates};
+use eddy_kafka::LogRanges;
 
 /// How long a rebalance waits for a partition's watermarks.
 const WATERMARK_TIMEOUT: Duration = Duration::from_secs(5);
@@ -28,6 +29,8 @@ pub(crate) struct IngestContext {
     topic: String,
     pub(super) state: Mutex<ShardStates>,
     pub(super) dlq: DeadLetters,
+    /// Reads partitions' log ranges off the consumer's connections.
+    pub(super) log_ranges: LogRanges,
     failure: Mutex<Option<Error>>,
 }
 
@@ -35,11 +38,17 @@ impl ClientContext for IngestContext {}
 
 impl IngestContext {
     /// A context for `topic` over `state`.
-    pub(super) fn new(topic: String, state: ShardStates, dlq: DeadLetters) -> Self {
+    pub(super) fn new(
+        topic: String,
+        state: ShardStates,
+        dlq: DeadLetters,
+        log_ranges: LogRanges,
+    ) -> Self {
         Self {
             topic,
             state: Mutex::new(state),
             dlq,
+            log_ranges,
             failure: Mutex::new(None),
         }
     }
@@ -109,7 +118,7 @@ impl IngestContext {
         partitions: &[u32],
         cooperative: bool,
     ) {
-        let Some(stopped) = self.set_start_offsets(consumer, tpl, partitions) else {
+        let Some(stopped) = self.set_start_offsets(tpl, partitions) else {
             return;
         };
         let assigned = if cooperative {
@@ -135,13 +144,12 @@ impl IngestContext {
     /// skipped: the worker restarts and tries again).
     fn set_start_offsets(
         &self,
-        consumer: &BaseConsumer<Self>,
         tpl: &mut TopicPartitionList,
         partitions: &[u32],
     ) -> Option<Vec<u32>> {
         let mut logs = BTreeMap::new();
         for p in partitions {
-            match consumer.fetch_watermarks(&self.topic, *p as i32, WATERMARK_TIMEOUT) {
+            match self.log_ranges.read(&self.topic, *p, WATERMARK_TIMEOUT) {
                 Ok(range) => {
                     logs.insert(*p, range);
                 }

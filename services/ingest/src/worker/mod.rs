@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use eddy_kafka::Record;
+use eddy_kafka::{LogRanges, Record};
 use eddy_manifest::Store;
 use eddy_model::CollectionDef;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
@@ -123,7 +123,9 @@ impl Worker {
             config.create_dead_letter_topic,
             metrics.clone(),
         )?;
-        let context = IngestContext::new(topic.clone(), state, dlq);
+        let log_ranges =
+            LogRanges::new(&kafka).map_err(Error::kafka("creating the log-range reader"))?;
+        let context = IngestContext::new(topic.clone(), state, dlq, log_ranges);
         let consumer: BaseConsumer<IngestContext> = kafka
             .ingest_consumer(&config.group_id(&name), &config.instance_id())
             .create_with_context(context)

@@ -15,9 +15,8 @@ use tracing::{error, info, warn};
 use super::Worker;
 use crate::error::Result;
 
-/// How long one watermark read waits: well above the consumer's longest
-/// fetch wait (`fetch.wait.max.ms`, 100 ms by default), which the read may
-/// queue behind on the broker's connection.
+/// How long one log-range read waits (on connections of its own, so no
+/// fetch holds it up: [`eddy_kafka::LogRanges`]).
 const WATERMARK_TIMEOUT: Duration = Duration::from_millis(1_000);
 /// How long a seek to a resumed partition's offset waits.
 const SEEK_TIMEOUT: Duration = Duration::from_secs(5);
@@ -72,9 +71,10 @@ impl Worker {
         let mut newly_stopped = Vec::new();
         for (partition, next) in owned {
             let label = partition.to_string();
-            let range =
-                self.consumer
-                    .fetch_watermarks(&self.topic, partition as i32, WATERMARK_TIMEOUT);
+            let range = self
+                .context()
+                .log_ranges
+                .read(&self.topic, partition, WATERMARK_TIMEOUT);
             let (low, high) = match range {
                 Ok(range) => range,
                 Err(e) => {
@@ -123,9 +123,9 @@ impl Worker {
         }
         let mut logs = BTreeMap::new();
         for p in &resumed {
-            let range = self
-                .consumer
-                .fetch_watermarks(&self.topic, *p as i32, WATERMARK_TIMEOUT)
+            let range = ctx
+                .log_ranges
+                .read(&self.topic, *p, WATERMARK_TIMEOUT)
                 .map_err(crate::error::Error::kafka(
                     "fetching watermarks of a resumed partition",
                 ))?;

@@ -3,12 +3,14 @@
 //! it, dead letters that cannot be written pause consumption, and protobuf
 //! and Arrow events travel through the broker into segments (a bad Arrow
 //! batch to the dead-letter topic, whole), and a collection altered while
-//! ingest runs takes effect in the running worker and in old segments.
+//! ingest runs takes effect in the running worker and in old segments, and
+//! a broker slow to answer fetches is still read.
 
 mod alter;
 mod dead_letters;
 mod formats;
 mod offsets;
+mod slow_fetch;
 
 use std::path::Path;
 use std::process::Command;

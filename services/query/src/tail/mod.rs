@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use eddy_kafka::{Gaps, KafkaSettings};
+use eddy_kafka::{Gaps, KafkaSettings, LogRanges};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::BorrowedMessage;
 use rdkafka::{Offset, TopicPartitionList};
@@ -25,7 +25,8 @@ use crate::metrics::QueryMetrics;
 
 /// Messages applied under one write lock at most.
 const MAX_BATCH: usize = 2_000;
-/// How long one watermark read waits.
+/// How long one log-range read waits (on connections of its own, so no
+/// fetch holds it up: [`LogRanges`]).
 const WATERMARK_TIMEOUT: Duration = Duration::from_millis(500);
 /// How often lag is reported and offsets are checked against each log.
 const CHECK_EVERY: Duration = Duration::from_secs(2);
@@ -45,6 +46,8 @@ struct Tail<'c> {
     collection: &'c Collection,
     limits: TailLimits,
     consumer: &'c BaseConsumer,
+    /// Reads partitions' log ranges off the consumer's connections.
+    log_ranges: LogRanges,
     metrics: QueryMetrics,
     topic: String,
     /// The partitions it follows: those of the shards this node serves.
@@ -71,6 +74,13 @@ pub fn run_tail(
         Ok(c) => c,
         Err(e) => {
             error!(collection = %name, error = %e, "creating the tail consumer");
+            return;
+        }
+    };
+    let log_ranges = match LogRanges::new(kafka) {
+        Ok(r) => r,
+        Err(e) => {
+            error!(collection = %name, error = %e, "creating the tail's log-range reader");
             return;
         }
     };
@@ -102,6 +112,7 @@ pub fn run_tail(
         collection: &collection,
         limits,
         consumer: &consumer,
+        log_ranges,
         metrics,
         topic,
         partitions,
@@ -196,10 +207,7 @@ impl Tail<'_> {
                 if self.collection.is_stopped() {
                     return None;
                 }
-                match self
-                    .consumer
-                    .fetch_watermarks(&self.topic, p as i32, WATERMARK_TIMEOUT)
-                {
+                match self.log_ranges.read(&self.topic, p, WATERMARK_TIMEOUT) {
                     Ok(range) => {
                         logs.insert(p, range);
                         break;

@@ -22,9 +22,7 @@ impl Tail<'_> {
         self.restart_moved();
         let visible = self.collection.visible_offsets();
         for p in self.partitions.clone() {
-            let range = self
-                .consumer
-                .fetch_watermarks(&self.topic, p as i32, WATERMARK_TIMEOUT);
+            let range = self.log_ranges.read(&self.topic, p, WATERMARK_TIMEOUT);
             let (low, high) = match range {
                 Ok(range) => range,
                 Err(e) => {

@@ -1,11 +1,12 @@
 //! The query tail checks offsets as ingest does: a partition whose
 //! manifest offset is above its log's high watermark (the topic was
 //! re-created) is reported stale instead of being skipped over, and
-//! restarts from the manifest's offset once an operator resumes it.
+//! restarts from the manifest's offset once an operator resumes it; a
+//! broker slow to answer fetches is still read.
 
 use std::time::{Duration, Instant};
 
-use eddy_loadtest::broker::Tansu;
+use eddy_loadtest::broker::{SlowFetchTansu, Tansu};
 use eddy_manifest::{PartitionState, Store};
 use eddy_model::{CollectionDef, Metric};
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -116,5 +117,53 @@ async fn a_partition_beyond_its_log_is_stale_until_resumed() {
         .expect("resume");
     wait_metric(&http, &query, &stale, 0.0).await;
     wait_metric(&http, &query, &rows, 3.0).await;
+    query.shutdown().await;
+}
+
+/// A broker that takes seconds to answer a fetch (as Tansu does reading a
+/// long backlog): the tail's offset watch must not cut off the fetch its
+/// log-range reads would queue behind. It did: the reads went out on the
+/// tail consumer's connection, librdkafka closed it when they timed out
+/// (after 500 ms), and the fetch died with it, every time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_slower_than_the_offset_watch_still_reaches_the_tail() {
+    const TOPIC: &str = "slowtail";
+    // Longer than the watch's period (2 s) plus its read timeout.
+    const FETCH_DELAY: Duration = Duration::from_secs(4);
+    let broker = tokio::task::spawn_blocking(|| SlowFetchTansu::start(&[(TOPIC, 1)], FETCH_DELAY))
+        .await
+        .expect("join")
+        .expect("slow-fetch broker");
+    let brokers = broker.bootstrap();
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &brokers)
+        .set("acks", "all")
+        .create()
+        .expect("producer");
+    for id in 0..3u64 {
+        let value = serde_json::json!({"id": id, "vector": vector(id)}).to_string();
+        let key = id.to_string();
+        producer
+            .send(
+                FutureRecord::to(TOPIC).key(&key).payload(&value),
+                Duration::from_secs(10),
+            )
+            .await
+            .expect("delivered");
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = Store::open(dir.path()).expect("store");
+    let mut def = CollectionDef::new(TOPIC, DIM as u32);
+    def.metric = Metric::L2;
+    store.create_collection(&def).expect("collection");
+    let flags = ["--store".to_owned(), dir.path().display().to_string()];
+    let query = crate::cluster::start_query(&brokers, &flags).await;
+    let http = reqwest::Client::new();
+    let rows = format!("eddy_query_tail_rows{{collection=\"{TOPIC}\"}}");
+    wait_metric(&http, &query, &rows, 3.0).await;
+    assert!(
+        broker.fetches_delayed() > 0,
+        "the fetches went through the proxy"
+    );
     query.shutdown().await;
 }
