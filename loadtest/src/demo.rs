@@ -22,6 +22,7 @@ use tokio::time::Instant;
 
 use crate::broker::Tansu;
 use crate::dataset::{Dataset, SAMPLE_DIR};
+use crate::encode::Format;
 use crate::flight::FlightSearch;
 use crate::http::QueryClient;
 use crate::kafka;
@@ -68,6 +69,12 @@ pub struct DemoArgs {
     #[arg(long, env = "EDDY_DEMO_SHARDS", default_value_t = 1)]
     pub shards: u32,
 
+    /// Event format, one point per record: JSON or protobuf
+    /// (`eddy.v1.PointEvent`, ~6× fewer bytes on the broker). Events carry
+    /// no `content-type` header; the demo collection declares the format.
+    #[arg(long, env = "EDDY_DEMO_FORMAT", value_enum, default_value_t = DemoFormat::Json)]
+    pub format: DemoFormat,
+
     /// Measure produce→searchable latency on one event in this many (0 = off).
     #[arg(long, env = "EDDY_DEMO_SAMPLE_EVERY", default_value_t = 20)]
     pub sample_every: usize,
@@ -86,6 +93,25 @@ pub struct DemoArgs {
     /// Exit right after the report instead of serving until Ctrl-C.
     #[arg(long, env = "EDDY_DEMO_EXIT")]
     pub exit: bool,
+}
+
+/// The demo's event formats (one point per record, so every event can be
+/// probed for produce→searchable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DemoFormat {
+    /// `{"id": 42, "vector": [...], "payload": {...}}`.
+    Json,
+    /// `eddy.v1.PointEvent`.
+    Protobuf,
+}
+
+impl From<DemoFormat> for Format {
+    fn from(f: DemoFormat) -> Self {
+        match f {
+            DemoFormat::Json => Format::Json,
+            DemoFormat::Protobuf => Format::Protobuf,
+        }
+    }
 }
 
 /// Runs the demo. Returns an error (children stopped) on any failure.
@@ -128,9 +154,10 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         cache_dir: work.path().join("cache"),
         log_dir: work.path().to_owned(),
         collection: format!(
-            "name={COLLECTION},dim={},metric=cosine,topic={COLLECTION},id=u64,shards={},field.section=keyword",
+            "name={COLLECTION},dim={},metric=cosine,topic={COLLECTION},id=u64,shards={},format={},field.section=keyword",
             ds.dim(),
-            args.shards
+            args.shards,
+            Format::from(args.format).name()
         ),
         ingest_args: Vec::new(),
         query_args: Vec::new(),
@@ -199,6 +226,7 @@ async fn pipeline(
         let opts = ProduceOptions {
             topic: COLLECTION.to_owned(),
             rate: args.rate,
+            format: args.format.into(),
             sample_every: args.sample_every,
         };
         let started = Instant::now();
@@ -239,6 +267,7 @@ async fn pipeline(
                 dim: ds.dim(),
                 partitions: args.partitions,
                 k: K,
+                format: args.format.into(),
                 target_rate: args.rate,
                 produce: &stats,
                 all_searchable_after,

@@ -196,7 +196,7 @@ pub async fn probe_freshness(
             &opts.topic,
             &key,
             Some(&value),
-            opts.format.content_type(),
+            Some(opts.format.content_type()),
         )
         .await?;
         let (client, timeout, progress) = (client.clone(), opts.timeout, progress.clone());

@@ -74,20 +74,23 @@ pub fn producer(brokers: &str, properties: &[(String, String)]) -> Result<Future
     })
 }
 
-/// Enqueues one record with a `content-type` header (a tombstone when
-/// `value` is `None`), waiting while the local queue is full.
+/// Enqueues one record, with a `content-type` header when one is given
+/// (without, the collection's declared format applies), a tombstone when
+/// `value` is `None`; waits while the local queue is full.
 pub async fn send(
     producer: &FutureProducer,
     topic: &str,
     key: &str,
     value: Option<&[u8]>,
-    content_type: &str,
+    content_type: Option<&str>,
 ) -> Result<DeliveryFuture> {
-    let headers = OwnedHeaders::new().insert(Header {
-        key: "content-type",
-        value: Some(content_type),
-    });
-    let mut record: FutureRecord<'_, str, [u8]> = FutureRecord::to(topic).key(key).headers(headers);
+    let mut record: FutureRecord<'_, str, [u8]> = FutureRecord::to(topic).key(key);
+    if let Some(content_type) = content_type {
+        record = record.headers(OwnedHeaders::new().insert(Header {
+            key: "content-type",
+            value: Some(content_type),
+        }));
+    }
     if let Some(value) = value {
         record = record.payload(value);
     }

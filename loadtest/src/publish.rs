@@ -229,8 +229,14 @@ async fn send_all(
             let tombstone = opts.tombstone(pass, index, record);
             let value = (!tombstone).then_some(record.value.as_slice());
             let sent_at = Instant::now();
-            let delivery =
-                kafka::send(producer, &opts.topic, &record.key, value, opts.content_type).await?;
+            let delivery = kafka::send(
+                producer,
+                &opts.topic,
+                &record.key,
+                value,
+                Some(opts.content_type),
+            )
+            .await?;
             let in_flight = InFlight {
                 sent_at,
                 points: record.points,

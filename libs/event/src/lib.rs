@@ -15,7 +15,7 @@ mod protobuf;
 
 use std::borrow::Cow;
 
-use eddy_model::{CollectionDef, PointId};
+use eddy_model::{CollectionDef, PointId, ValueFormat};
 
 pub use points::{PointRef, Points};
 
@@ -153,20 +153,34 @@ pub struct Message<'a> {
     pub content_type: Option<&'a str>,
 }
 
+/// The content type of a collection's events that carry no header.
+fn default_content_type(format: ValueFormat) -> &'static str {
+    match format {
+        ValueFormat::Json => CONTENT_TYPE_JSON,
+        ValueFormat::Protobuf => CONTENT_TYPE_PROTOBUF,
+        ValueFormat::Arrow => CONTENT_TYPE_ARROW,
+    }
+}
+
 /// Decodes and validates one message for a collection: each value is
 /// parsed once, and a JSON payload is kept as the bytes it arrived as.
 pub fn decode<'a>(def: &CollectionDef, msg: Message<'a>) -> Result<Event<'a>, Rejection> {
+    // A header decides; without one (or an empty one) the collection's
+    // declared format does.
     let content_type = msg
         .content_type
-        .map(|c| c.split(';').next().unwrap_or(c).trim());
-    let bulk = content_type == Some(CONTENT_TYPE_ARROW);
-    // A bulk message's key names no single id: it is not checked.
-    let key_id = if bulk { None } else { key_id(def, msg.key)? };
+        .map(|c| c.split(';').next().unwrap_or(c).trim())
+        .filter(|c| !c.is_empty())
+        .or(Some(default_content_type(def.format)));
     let Some(value) = msg.value else {
-        return key_id
+        // A tombstone deletes its key, whatever format the topic carries.
+        return key_id(def, msg.key)?
             .map(Event::Delete)
             .ok_or_else(|| Rejection::new(Reason::MissingKey, "tombstone without a key"));
     };
+    let bulk = content_type == Some(CONTENT_TYPE_ARROW);
+    // A bulk message's key names no single id: it is not checked.
+    let key_id = if bulk { None } else { key_id(def, msg.key)? };
     if value.len() > MAX_EVENT_BYTES {
         return Err(Rejection::new(
             Reason::Oversize,
@@ -174,7 +188,7 @@ pub fn decode<'a>(def: &CollectionDef, msg: Message<'a>) -> Result<Event<'a>, Re
         ));
     }
     let mut point = match content_type {
-        None | Some("") | Some(CONTENT_TYPE_JSON) => json::decode(def, value)?,
+        None | Some(CONTENT_TYPE_JSON) => json::decode(def, value)?,
         Some(CONTENT_TYPE_PROTOBUF) => protobuf::decode(def, value)?,
         Some(CONTENT_TYPE_ARROW) => return arrow::decode(def, value).map(Event::Bulk),
         Some(other) => {

@@ -1,4 +1,4 @@
-use eddy_model::{CollectionDef, FieldType, IdType, Metric};
+use eddy_model::{CollectionDef, FieldType, IdType, Metric, ValueFormat};
 use eddy_proto::v1::{payload_value::Kind, point_event::Id, PayloadValue, PointEvent};
 use prost::Message as _;
 
@@ -208,6 +208,55 @@ fn protobuf_events_decode() {
         },
     );
     assert_eq!(reason(garbage), Reason::Malformed);
+}
+
+/// A collection may declare the format of events that carry no
+/// `content-type` header; a header, where present, still decides.
+#[test]
+fn events_without_a_header_take_the_collections_format() {
+    let mut def = def();
+    def.format = ValueFormat::Protobuf;
+    let bytes = PointEvent {
+        id: Some(Id::NumId(9)),
+        vector: vec![1.0, 0.0, 0.0],
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let headerless = |content_type| Message {
+        key: Some(b"9"),
+        value: Some(&bytes),
+        content_type,
+    };
+    let Ok(Event::Upsert(p)) = decode(&def, headerless(None)) else {
+        panic!("a header-less protobuf event decodes in a protobuf collection")
+    };
+    assert_eq!(p.id, PointId::Num(9));
+    assert!(
+        decode(&def, headerless(Some(""))).is_ok(),
+        "an empty header is none"
+    );
+    let json = br#"{"id": 9, "vector": [1, 0, 0]}"#;
+    let labelled = Message {
+        key: Some(b"9"),
+        value: Some(json),
+        content_type: Some(CONTENT_TYPE_JSON),
+    };
+    assert!(decode(&def, labelled).is_ok(), "the header wins");
+    let unlabelled = Message {
+        content_type: None,
+        ..labelled
+    };
+    assert_eq!(reason(decode(&def, unlabelled)), Reason::Malformed);
+    def.format = ValueFormat::Arrow;
+    let tombstone = Message {
+        key: Some(b"9"),
+        value: None,
+        content_type: None,
+    };
+    assert!(
+        matches!(decode(&def, tombstone), Ok(Event::Delete(PointId::Num(9)))),
+        "a tombstone deletes its key in an Arrow collection too"
+    );
 }
 
 mod arrow {

@@ -43,6 +43,43 @@ impl FieldType {
     }
 }
 
+/// The value format of a collection's events that carry no `content-type`
+/// header: producers that cannot set headers publish in the format the
+/// collection declares (a header, where present, always decides).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ValueFormat {
+    /// `{"id": 42, "vector": [...], "payload": {...}}`.
+    #[default]
+    Json,
+    /// `eddy.v1.PointEvent`.
+    Protobuf,
+    /// An Arrow IPC stream of many points.
+    Arrow,
+}
+
+impl ValueFormat {
+    /// Whether this is the default (JSON), which definitions leave out.
+    pub fn is_default(&self) -> bool {
+        *self == ValueFormat::Json
+    }
+}
+
+impl FromStr for ValueFormat {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "json" => Ok(ValueFormat::Json),
+            "protobuf" => Ok(ValueFormat::Protobuf),
+            "arrow" => Ok(ValueFormat::Arrow),
+            _ => Err(format!(
+                "value format {s:?} must be json, protobuf or arrow"
+            )),
+        }
+    }
+}
+
 /// A collection: one Kafka topic of point events, indexed into segments.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -70,6 +107,9 @@ pub struct CollectionDef {
     /// may serve a subset of them. Fixed at creation.
     #[serde(default = "one_shard", skip_serializing_if = "is_one_shard")]
     pub shards: u32,
+    /// The format of events without a `content-type` header.
+    #[serde(default, skip_serializing_if = "ValueFormat::is_default")]
+    pub format: ValueFormat,
 }
 
 fn one_shard() -> u32 {
@@ -100,6 +140,7 @@ impl CollectionDef {
             id_type: IdType::default(),
             payload_fields: BTreeMap::new(),
             shards: 1,
+            format: ValueFormat::default(),
         }
     }
 
@@ -269,7 +310,7 @@ pub fn validate_name(name: &str) -> Result<()> {
 }
 
 /// Parses the compact command-line form
-/// `name=docs,dim=384[,metric=cosine][,topic=docs][,id=u64][,shards=2][,field.section=keyword]`.
+/// `name=docs,dim=384[,metric=cosine][,topic=docs][,id=u64][,shards=2][,format=json][,field.section=keyword]`.
 impl FromStr for CollectionDef {
     type Err = Error;
 
@@ -289,6 +330,7 @@ impl FromStr for CollectionDef {
                         .map_err(|_| bad(format!("dimension {value:?} is not a number")))?
                 }
                 "metric" => def.metric = value.parse().map_err(bad)?,
+                "format" => def.format = value.parse().map_err(bad)?,
                 "shards" => {
                     def.shards = value
                         .parse()
@@ -323,6 +365,24 @@ impl FromStr for CollectionDef {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_value_format_is_declared_in_the_spec_and_left_out_when_json() {
+        let json: CollectionDef = "name=docs,dim=4".parse().expect("valid");
+        assert_eq!(json.format, ValueFormat::Json);
+        let text = serde_json::to_string(&json).expect("serialise");
+        assert!(!text.contains("format"), "{text}");
+        let proto: CollectionDef = "name=docs,dim=4,format=protobuf".parse().expect("valid");
+        assert_eq!(proto.format, ValueFormat::Protobuf);
+        let text = serde_json::to_string(&proto).expect("serialise");
+        assert!(text.contains(r#""format":"protobuf""#), "{text}");
+        let back: CollectionDef = serde_json::from_str(&text).expect("read back");
+        assert_eq!(back, proto);
+        let err = "name=docs,dim=4,format=csv"
+            .parse::<CollectionDef>()
+            .expect_err("csv");
+        assert!(err.to_string().contains("json, protobuf or arrow"), "{err}");
+    }
 
     #[test]
     fn shards_split_partitions_into_chains() {

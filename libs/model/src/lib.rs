@@ -8,7 +8,7 @@ mod id;
 mod metric;
 
 pub use collection::{
-    collection_of_chain, validate_name, CollectionDef, FieldType, DEFAULT_PARTITIONS,
+    collection_of_chain, validate_name, CollectionDef, FieldType, ValueFormat, DEFAULT_PARTITIONS,
     SHARD_SEPARATOR,
 };
 pub use id::{IdType, PointId};

@@ -21,6 +21,8 @@ pub struct Report<'a> {
     pub partitions: u32,
     /// Results per query.
     pub k: usize,
+    /// The event format.
+    pub format: crate::encode::Format,
     /// The requested publish rate (events/s; 0 = unlimited).
     pub target_rate: f64,
     /// What publishing measured.
@@ -50,7 +52,12 @@ pub fn render(r: &Report<'_>) -> String {
         r.dataset, r.points, r.dim, r.partitions
     );
     let _ = writeln!(out, "ingest");
-    let _ = writeln!(out, "  events published        {}", p.events);
+    let _ = writeln!(
+        out,
+        "  events published        {} ({}, one point per record)",
+        p.events,
+        r.format.name()
+    );
     let _ = writeln!(
         out,
         "  publish rate            {:.0} events/s sent ({target}), {:.0} events/s acknowledged",
@@ -175,6 +182,7 @@ mod tests {
             dim: 4,
             partitions: 3,
             k: 10,
+            format: crate::encode::Format::Json,
             target_rate: 1000.0,
             produce: &produce,
             all_searchable_after: Duration::from_millis(150),

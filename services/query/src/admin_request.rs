@@ -37,6 +37,11 @@ pub struct CollectionJson {
     /// belongs to shard `p % shards`. Fixed at creation.
     #[serde(default = "one_shard")]
     shards: u32,
+    /// The format of events without a `content-type` header: `json`
+    /// (default), `protobuf` or `arrow`.
+    #[serde(default)]
+    #[schema(value_type = String)]
+    format: eddy_model::ValueFormat,
 }
 
 fn one_shard() -> u32 {
@@ -56,6 +61,7 @@ impl CollectionJson {
             id_type: self.id_type,
             payload_fields: self.payload_fields,
             shards: self.shards,
+            format: self.format,
         }
         .validated()
         .map_err(|e| ApiError::BadRequest(e.to_string()))

@@ -262,6 +262,7 @@ impl Engine {
             "id_type": def.id_type,
             "payload_fields": def.payload_fields,
             "shards": def.shards,
+            "format": def.format,
             "served_shards": c.shards(),
             "status": c.status(),
             "recall_estimate": self.recall.estimate(&def.name),

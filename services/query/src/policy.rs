@@ -90,13 +90,8 @@ mod tests {
 
     fn def(topic: &str) -> CollectionDef {
         CollectionDef {
-            name: "c".into(),
             topic: topic.into(),
-            dimension: 4,
-            metric: Default::default(),
-            id_type: Default::default(),
-            payload_fields: Default::default(),
-            shards: 1,
+            ..CollectionDef::new("c", 4)
         }
     }
 

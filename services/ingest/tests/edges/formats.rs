@@ -195,3 +195,49 @@ async fn protobuf_and_arrow_events_go_through_the_broker_into_segments() {
     assert!(header("eddy-detail").is_some_and(|d| d.contains("row 7")));
     ingest.shutdown().await;
 }
+
+/// A collection that declares `format=protobuf` takes protobuf events
+/// without a `content-type` header (producers that cannot set headers); an
+/// event with a header is still read by its header.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collections_declared_format_reads_events_without_a_header() {
+    const PLAIN: &str = "plainproto";
+    let tansu = Tansu::start().expect("tansu");
+    let brokers = tansu.bootstrap();
+    tansu.create_topic(PLAIN, 1).expect("topic");
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = Store::open(dir.path()).expect("store");
+    let ingest = start_ingest(
+        dir.path(),
+        &brokers,
+        &format!("name={PLAIN},dim=4,metric=l2,format=protobuf"),
+    )
+    .await;
+    let producer = producer(&brokers);
+    produce(&producer, PLAIN, 0, "1", &protobuf_event(1), None).await;
+    produce(&producer, PLAIN, 0, "2", &protobuf_event(2), None).await;
+    let json = Some(eddy_event::CONTENT_TYPE_JSON);
+    produce(&producer, PLAIN, 0, "3", &json_event(3), json).await;
+    wait_until(
+        60,
+        "the three events are sealed",
+        || {
+            store
+                .latest_manifest(PLAIN)
+                .is_ok_and(|m| m.next_offset(0) >= 3)
+        },
+        || format!("{:?}", store.latest_manifest(PLAIN).map(|m| m.partitions)),
+    )
+    .await;
+    let (report, counts) = eddy_manifest::fsck(&store, PLAIN).expect("fsck");
+    assert!(report.is_clean(), "fsck: {report:?}");
+    assert_eq!(report.live_rows, 3, "none went to the dead-letter topic");
+    for id in 1..=3 {
+        assert_eq!(
+            counts.get(&PointId::Num(id)).map(Vec::len),
+            Some(1),
+            "id {id}"
+        );
+    }
+    ingest.shutdown().await;
+}

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use eddy_manifest::{SegmentEntry, Store};
-use eddy_model::{CollectionDef, IdType, Metric, PointId};
+use eddy_model::{CollectionDef, Metric, PointId};
 use eddy_query::prepared::{PreparedSearch, QueryBatch};
 use eddy_query::request::{SearchRequest, Vectors};
 use eddy_segment::Growing;
@@ -78,13 +78,8 @@ async fn damaged_and_mismatched_segments_are_quarantined_and_the_rest_served() {
     let dir = tempfile::tempdir().expect("tmp");
     let store = Store::open(dir.path()).expect("store");
     let def = CollectionDef {
-        name: "q".into(),
-        topic: "q".into(),
-        dimension: 2,
         metric: Metric::L2,
-        id_type: IdType::U64,
-        payload_fields: BTreeMap::new(),
-        shards: 1,
+        ..CollectionDef::new("q", 2)
     };
     store.create_collection(&def).expect("collection");
     seal(&store, &def, 2, 0..10);

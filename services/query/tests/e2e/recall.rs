@@ -4,12 +4,11 @@
 //! below 1; the estimate must land within ±0.02 of the recall of the
 //! answers the engine gave, counted against an exact scan in the test.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use eddy_manifest::Store;
-use eddy_model::{CollectionDef, IdType, Metric, PointId};
+use eddy_model::{CollectionDef, Metric, PointId};
 use eddy_query::prepared::{PreparedSearch, QueryBatch};
 use eddy_query::request::{SearchRequest, Vectors};
 use rand::rngs::StdRng;
@@ -40,13 +39,8 @@ async fn engine_over_random_rows(
 ) {
     let store = Store::open(dir).expect("store");
     let def = CollectionDef {
-        name: "r".into(),
-        topic: "r".into(),
-        dimension: DIM as u32,
         metric: Metric::L2,
-        id_type: IdType::U64,
-        payload_fields: BTreeMap::new(),
-        shards: 1,
+        ..CollectionDef::new("r", DIM as u32)
     };
     store.create_collection(&def).expect("collection");
     let rows: Vec<(u64, Vec<f32>)> = (0..POINTS).map(|id| (id, random_vector(rng))).collect();
