@@ -206,6 +206,22 @@ fn remove_series_of<T: prometheus::core::MetricVecBuilder>(
 }
 
 impl IngestMetrics {
+    /// Sets the segment count and manifest version of `chain` from
+    /// `manifest`, unless a newer version was recorded already: the worker
+    /// records what it publishes, maintenance what it reads on every pass
+    /// (merges and index builds publish while no seal comes), and neither
+    /// takes the gauges back to an older manifest.
+    pub fn observe_manifest(&self, chain: &str, version: u64, segments: usize) {
+        let shown = self.manifest_version.with_label_values(&[chain]);
+        if (version as i64) < shown.get() {
+            return;
+        }
+        shown.set(version as i64);
+        self.segments
+            .with_label_values(&[chain])
+            .set(segments as i64);
+    }
+
     /// Removes every series of a dropped collection (per-collection and
     /// per-partition gauges, and its counters), so no stale value
     /// (backpressure, blocked dead letters, lag) lingers in dashboards or

@@ -393,6 +393,15 @@ mod tests {
         let (report, rows) = eddy_manifest::fsck(&store, "c").expect("fsck");
         assert!(report.is_clean(), "{report:?}");
         assert_eq!(rows.len(), 300);
+        // The gauges follow the newest manifest while ingest is idle (no
+        // seal comes to update them): one segment, the merge's version.
+        let segments = m.metrics.segments.with_label_values(&["c"]).get();
+        assert_eq!(segments, 1, "eddy_ingest_segments after the idle merge");
+        let version = m.metrics.manifest_version.with_label_values(&["c"]).get();
+        assert_eq!(
+            version, latest.version as i64,
+            "eddy_ingest_manifest_version"
+        );
 
         // New events make the collection busy again: no idle merge until
         // the offsets stand still for the idle time.

@@ -220,6 +220,8 @@ impl Maintenance {
                 return false;
             }
         };
+        self.metrics
+            .observe_manifest(&def.name, manifest.version, manifest.segments.len());
         let idle_for = progress.idle_for(&manifest);
         if let Some(inputs) = self.merge.pick(&manifest) {
             self.merge_tier(def, &manifest, &inputs, "tier");

@@ -343,13 +343,7 @@ impl CollectionState {
             .with_label_values(&[name])
             .set(self.buffer.live_rows() as i64);
         self.metrics
-            .segments
-            .with_label_values(&[name])
-            .set(self.manifest.segments.len() as i64);
-        self.metrics
-            .manifest_version
-            .with_label_values(&[name])
-            .set(self.manifest.version as i64);
+            .observe_manifest(name, self.manifest.version, self.manifest.segments.len());
         for (p, s) in &self.manifest.partitions {
             let partition = p.to_string();
             self.metrics
