@@ -59,6 +59,11 @@ pub struct ProduceArgs {
         default_value = "json"
     )]
     pub format: Format,
+    /// Send no `content-type` header: the collection declares the format
+    /// (`format=` in its spec). Tansu 0.6 scans its whole header table for
+    /// every record it fetches, so a large topic loads far faster without.
+    #[arg(long, env = "EDDY_LOADTEST_PRODUCE_NO_HEADER")]
+    pub no_header: bool,
     /// Points per Arrow message.
     #[arg(long, env = "EDDY_LOADTEST_PRODUCE_ARROW_ROWS", default_value_t = 1000)]
     pub arrow_rows: usize,
@@ -186,7 +191,7 @@ pub async fn produce(args: &ProduceArgs, stop: &AtomicBool) -> anyhow::Result<Pr
     let producer = kafka::producer(&args.brokers, &properties)?;
     let publish_opts = PublishOptions {
         topic: args.topic.clone(),
-        content_type: args.format.content_type(),
+        content_type: (!args.no_header).then(|| args.format.content_type()),
         rate: args.rate,
         passes: args.passes,
         delete_every: args.delete_every,

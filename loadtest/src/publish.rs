@@ -30,8 +30,9 @@ use crate::pacing::Schedule;
 pub struct PublishOptions {
     /// The topic.
     pub topic: String,
-    /// The `content-type` header of every record.
-    pub content_type: &'static str,
+    /// The `content-type` header of every record (`None`: no header; the
+    /// collection must declare the format).
+    pub content_type: Option<&'static str>,
     /// Target events (points, not records) per second; 0 = flat out.
     pub rate: f64,
     /// Passes over the records; 0 = until `stop` is set.
@@ -229,14 +230,8 @@ async fn send_all(
             let tombstone = opts.tombstone(pass, index, record);
             let value = (!tombstone).then_some(record.value.as_slice());
             let sent_at = Instant::now();
-            let delivery = kafka::send(
-                producer,
-                &opts.topic,
-                &record.key,
-                value,
-                Some(opts.content_type),
-            )
-            .await?;
+            let delivery =
+                kafka::send(producer, &opts.topic, &record.key, value, opts.content_type).await?;
             let in_flight = InFlight {
                 sent_at,
                 points: record.points,
@@ -303,7 +298,7 @@ mod tests {
     fn tombstones_rotate_from_the_second_pass() {
         let opts = PublishOptions {
             topic: "t".into(),
-            content_type: "application/json",
+            content_type: Some("application/json"),
             rate: 0.0,
             passes: 3,
             delete_every: 3,

@@ -153,7 +153,7 @@ impl SideTasks {
             let stop = Arc::new(AtomicBool::new(false));
             let publish_opts = PublishOptions {
                 topic: topic.clone(),
-                content_type: s.format.content_type(),
+                content_type: Some(s.format.content_type()),
                 rate: s.write_rate,
                 passes: 0,
                 delete_every: 0,

@@ -6,7 +6,8 @@
 //! cost more than the steps); each step's assertions name what failed.
 //! `dashboards` needs no broker: it checks that the shipped dashboards and
 //! alert rules name only metrics the services register. `tail_stale` runs
-//! its own broker: the tail reports a partition beyond its log as stale.
+//! its own brokers: the tail reports a partition beyond its log as stale,
+//! and still reads a broker whose fetches answer slowly.
 //! `secured_cluster` runs its own cluster with TLS and API keys;
 //! `object_store_cluster` its own on an S3 server, nothing shared on disk.
 

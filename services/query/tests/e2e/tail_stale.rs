@@ -39,16 +39,10 @@ async fn wait_metric(http: &reqwest::Client, query: &eddy_query::Query, series: 
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_partition_beyond_its_log_is_stale_until_resumed() {
-    let tansu = tokio::task::spawn_blocking(Tansu::start)
-        .await
-        .expect("join")
-        .expect("tansu");
-    tansu.create_topic(COLLECTION, 1).expect("topic");
-    let brokers = tansu.bootstrap();
+/// Publishes points 0, 1 and 2 (JSON, no header) to `topic`.
+async fn produce_three(brokers: &str, topic: &str) {
     let producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", &brokers)
+        .set("bootstrap.servers", brokers)
         .set("acks", "all")
         .create()
         .expect("producer");
@@ -57,18 +51,35 @@ async fn a_partition_beyond_its_log_is_stale_until_resumed() {
         let key = id.to_string();
         producer
             .send(
-                FutureRecord::to(COLLECTION).key(&key).payload(&value),
+                FutureRecord::to(topic).key(&key).payload(&value),
                 Duration::from_secs(10),
             )
             .await
             .expect("delivered");
     }
-    // The manifest says 100 events of partition 0 are sealed; the log has 3.
-    let dir = tempfile::tempdir().expect("tmp");
-    let store = Store::open(dir.path()).expect("store");
-    let mut def = CollectionDef::new(COLLECTION, DIM as u32);
+}
+
+/// A store in `dir` holding an empty l2 collection `name`.
+fn l2_store(dir: &std::path::Path, name: &str) -> Store {
+    let store = Store::open(dir).expect("store");
+    let mut def = CollectionDef::new(name, DIM as u32);
     def.metric = Metric::L2;
     store.create_collection(&def).expect("collection");
+    store
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_beyond_its_log_is_stale_until_resumed() {
+    let tansu = tokio::task::spawn_blocking(Tansu::start)
+        .await
+        .expect("join")
+        .expect("tansu");
+    tansu.create_topic(COLLECTION, 1).expect("topic");
+    let brokers = tansu.bootstrap();
+    produce_three(&brokers, COLLECTION).await;
+    // The manifest says 100 events of partition 0 are sealed; the log has 3.
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = l2_store(dir.path(), COLLECTION);
     let mut manifest = store.latest_manifest(COLLECTION).expect("v0").successor();
     manifest.partitions.insert(
         0,
@@ -135,27 +146,9 @@ async fn a_fetch_slower_than_the_offset_watch_still_reaches_the_tail() {
         .expect("join")
         .expect("slow-fetch broker");
     let brokers = broker.bootstrap();
-    let producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", &brokers)
-        .set("acks", "all")
-        .create()
-        .expect("producer");
-    for id in 0..3u64 {
-        let value = serde_json::json!({"id": id, "vector": vector(id)}).to_string();
-        let key = id.to_string();
-        producer
-            .send(
-                FutureRecord::to(TOPIC).key(&key).payload(&value),
-                Duration::from_secs(10),
-            )
-            .await
-            .expect("delivered");
-    }
+    produce_three(&brokers, TOPIC).await;
     let dir = tempfile::tempdir().expect("tmp");
-    let store = Store::open(dir.path()).expect("store");
-    let mut def = CollectionDef::new(TOPIC, DIM as u32);
-    def.metric = Metric::L2;
-    store.create_collection(&def).expect("collection");
+    l2_store(dir.path(), TOPIC);
     let flags = ["--store".to_owned(), dir.path().display().to_string()];
     let query = crate::cluster::start_query(&brokers, &flags).await;
     let http = reqwest::Client::new();
