@@ -14,6 +14,7 @@
 mod alter;
 mod cluster;
 mod dashboards;
+mod dead_letters;
 mod flight_client;
 mod flight_reads;
 mod fuzz;
@@ -96,7 +97,7 @@ async fn kafka_to_http_and_flight() {
     eprintln!("step: deletes_and_upserts_apply");
     http_api::deletes_and_upserts_apply(&cluster, COLLECTION, &mut points).await;
     eprintln!("step: bad_events_are_counted_and_skipped");
-    http_api::bad_events_are_counted_and_skipped(&cluster, COLLECTION, &mut points).await;
+    dead_letters::bad_events_are_counted_and_skipped(&cluster, COLLECTION, &mut points).await;
     eprintln!("step: bad_requests_get_clear_4xx");
     http_api::bad_requests_get_clear_4xx(&cluster, COLLECTION).await;
     eprintln!("step: bad_flight_requests_are_invalid_argument");
