@@ -55,13 +55,7 @@ pub async fn bad_events_are_counted_and_skipped(
         );
     }
     for id in 900..903u64 {
-        let status = cluster
-            .http
-            .get(cluster.url(&format!("/v1/collections/{collection}/points/{id}")))
-            .send()
-            .await
-            .expect("get")
-            .status();
+        let status = cluster.point_status(collection, id).await;
         assert_eq!(status, 404, "rejected event {id} must not be stored");
     }
 

@@ -124,13 +124,7 @@ pub async fn deletes_and_upserts_apply(
                 !ids.contains(&&json!(id)),
                 "{phase}: deleted id {id} returned: {r}"
             );
-            let status = cluster
-                .http
-                .get(cluster.url(&format!("/v1/collections/{collection}/points/{id}")))
-                .send()
-                .await
-                .expect("get")
-                .status();
+            let status = cluster.point_status(collection, id).await;
             assert_eq!(status, 404, "{phase}: deleted point {id} still readable");
         }
         for id in 20..30u64 {

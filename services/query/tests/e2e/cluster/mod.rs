@@ -284,6 +284,17 @@ impl Cluster {
         }
     }
 
+    /// The status of `GET /v1/collections/{collection}/points/{id}`.
+    pub async fn point_status(&self, collection: &str, id: u64) -> u16 {
+        self.http
+            .get(self.url(&format!("/v1/collections/{collection}/points/{id}")))
+            .send()
+            .await
+            .expect("get")
+            .status()
+            .as_u16()
+    }
+
     /// Base URL of the HTTP API.
     pub fn url(&self, path: &str) -> String {
         let q = self.query.as_ref().expect("query running");
