@@ -24,8 +24,10 @@ pub struct CommonArgs {
     pub brokers: String,
 
     /// Collections to declare at start-up (idempotent create), e.g.
-    /// `name=docs,dim=384,metric=cosine,id=u64,field.section=keyword`.
-    /// Several may be given; in the environment separate them with `;`.
+    /// `name=docs,dim=384,metric=cosine,id=u64,field.section=keyword`
+    /// (also `topic=`, `shards=`, and `format=json|protobuf|arrow`: the
+    /// format of events without a `content-type` header). Several may be
+    /// given; in the environment separate them with `;`.
     #[arg(long = "collection", env = "EDDY_COLLECTIONS", value_delimiter = ';')]
     pub collections: Vec<CollectionDef>,
 
