@@ -12,6 +12,7 @@
 //! `report.html` (charts inline as SVG) into `--out`.
 
 mod document;
+mod host;
 mod matched;
 mod peers;
 mod phases;
@@ -20,7 +21,8 @@ mod summary;
 mod svg;
 mod workloads;
 
-use std::collections::BTreeMap;
+pub use host::Host;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -198,23 +200,6 @@ pub struct ColdStart {
     pub object_store: bool,
 }
 
-/// The host and versions the report was measured with.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Host {
-    /// CPU model.
-    pub cpu: String,
-    /// Logical CPUs.
-    pub cpus: usize,
-    /// The kernel dispatch eddy's search uses.
-    pub kernels: String,
-    /// eddy's commit (`git describe`), where the repository tells.
-    pub eddy: String,
-    /// Tansu's version.
-    pub tansu: String,
-    /// Package versions of the peers.
-    pub packages: BTreeMap<String, String>,
-}
-
 /// Everything the suite measured (`report.json`).
 #[derive(Debug, Clone, Serialize)]
 pub struct SuiteReport {
@@ -360,7 +345,7 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
         target_recall: args.target_recall,
         workers: args.workers,
         write_batch: args.write_batch,
-        host: host(&args),
+        host: host::host(&args),
         ingest,
         eddy,
         peak_rss,
@@ -462,33 +447,6 @@ async fn measure_served(
     };
     let cold = phases::cold_start(cfg, services, &client, ds, args.rounds).await?;
     Ok((Some(ingest), eddy, Some(cold), peer_results))
-}
-
-fn host(args: &SuiteArgs) -> Host {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let cpu = cpuinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("model name"))
-        .map(|l| l.trim_start_matches([' ', '\t', ':']).to_owned())
-        .unwrap_or_else(|| "unknown".into());
-    let run = |cmd: &str, a: &[&str]| {
-        std::process::Command::new(cmd)
-            .args(a)
-            .current_dir(&args.repo)
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-            .unwrap_or_else(|| "unknown".into())
-    };
-    Host {
-        cpu,
-        cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
-        kernels: eddy_kernels::backend_name().to_owned(),
-        eddy: run("git", &["describe", "--always", "--dirty"]),
-        tansu: run("tansu", &["--version"]),
-        packages: peers::versions(&args.python),
-    }
 }
 
 /// Writes `report.json`, `report.md` and `report.html` into `out`.

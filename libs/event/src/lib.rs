@@ -171,14 +171,14 @@ pub fn decode<'a>(def: &CollectionDef, msg: Message<'a>) -> Result<Event<'a>, Re
         .content_type
         .map(|c| c.split(';').next().unwrap_or(c).trim())
         .filter(|c| !c.is_empty())
-        .or(Some(default_content_type(def.format)));
+        .unwrap_or(default_content_type(def.format));
     let Some(value) = msg.value else {
         // A tombstone deletes its key, whatever format the topic carries.
         return key_id(def, msg.key)?
             .map(Event::Delete)
             .ok_or_else(|| Rejection::new(Reason::MissingKey, "tombstone without a key"));
     };
-    let bulk = content_type == Some(CONTENT_TYPE_ARROW);
+    let bulk = content_type == CONTENT_TYPE_ARROW;
     // A bulk message's key names no single id: it is not checked.
     let key_id = if bulk { None } else { key_id(def, msg.key)? };
     if value.len() > MAX_EVENT_BYTES {
@@ -188,10 +188,10 @@ pub fn decode<'a>(def: &CollectionDef, msg: Message<'a>) -> Result<Event<'a>, Re
         ));
     }
     let mut point = match content_type {
-        None | Some(CONTENT_TYPE_JSON) => json::decode(def, value)?,
-        Some(CONTENT_TYPE_PROTOBUF) => protobuf::decode(def, value)?,
-        Some(CONTENT_TYPE_ARROW) => return arrow::decode(def, value).map(Event::Bulk),
-        Some(other) => {
+        CONTENT_TYPE_JSON => json::decode(def, value)?,
+        CONTENT_TYPE_PROTOBUF => protobuf::decode(def, value)?,
+        CONTENT_TYPE_ARROW => return arrow::decode(def, value).map(Event::Bulk),
+        other => {
             return Err(Rejection::new(
                 Reason::UnsupportedContentType,
                 format!(

@@ -31,7 +31,7 @@ const ACCEPT_POLL: Duration = Duration::from_millis(10);
 #[derive(Debug)]
 pub struct SlowFetchTansu {
     proxy: Proxy,
-    tansu: Tansu,
+    _tansu: Tansu,
 }
 
 impl SlowFetchTansu {
@@ -48,7 +48,10 @@ impl SlowFetchTansu {
         tansu.restart_advertising(&format!("tcp://127.0.0.1:{port}"), &[])?;
         let proxy = Proxy::start(listener, port, tansu.port, delay)?;
         tansu.wait_ready(super::START_TIMEOUT)?;
-        Ok(Self { proxy, tansu })
+        Ok(Self {
+            proxy,
+            _tansu: tansu,
+        })
     }
 
     /// The bootstrap address clients use (the proxy), `127.0.0.1:<port>`.
@@ -56,30 +59,18 @@ impl SlowFetchTansu {
         format!("127.0.0.1:{}", self.proxy.port)
     }
 
-    /// Changes how long each Fetch response waits from now on.
-    pub fn set_fetch_delay(&self, delay: Duration) {
-        self.proxy
-            .shared
-            .delay_ms
-            .store(delay.as_millis() as u64, Ordering::Relaxed);
-    }
-
     /// Fetch responses held back so far.
     pub fn fetches_delayed(&self) -> u64 {
         self.proxy.shared.delayed.load(Ordering::Relaxed)
     }
-
-    /// The broker behind the proxy.
-    pub fn tansu(&self) -> &Tansu {
-        &self.tansu
-    }
 }
 
 /// What the proxy's threads share.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Shared {
     stop: AtomicBool,
-    delay_ms: AtomicU64,
+    /// How long each Fetch response waits.
+    delay: Duration,
     delayed: AtomicU64,
     /// Every stream opened, shut down when the proxy stops.
     streams: Mutex<Vec<TcpStream>>,
@@ -97,10 +88,12 @@ impl Proxy {
         listener
             .set_nonblocking(true)
             .map_err(io_err("fetch proxy: non-blocking accept"))?;
-        let shared = Arc::new(Shared::default());
-        shared
-            .delay_ms
-            .store(delay.as_millis() as u64, Ordering::Relaxed);
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            delay,
+            delayed: AtomicU64::new(0),
+            streams: Mutex::default(),
+        });
         let accept_shared = Arc::clone(&shared);
         let accept = thread::Builder::new()
             .name("fetch-proxy".into())
@@ -228,8 +221,7 @@ fn forward_responses(
         };
         if is_fetch {
             shared.delayed.fetch_add(1, Ordering::Relaxed);
-            let delay = Duration::from_millis(shared.delay_ms.load(Ordering::Relaxed));
-            let until = Instant::now() + delay;
+            let until = Instant::now() + shared.delay;
             while Instant::now() < until && !shared.stop.load(Ordering::Relaxed) {
                 thread::sleep(ACCEPT_POLL.min(until.saturating_duration_since(Instant::now())));
             }
