@@ -47,6 +47,18 @@ pub enum Error {
         /// The missing file.
         path: PathBuf,
     },
+    /// A manifest version could not be loaded whole because newer versions
+    /// superseded it while it loaded, and garbage collection removed files
+    /// only it named: not damage; load the newest instead.
+    #[error("manifest version {version} of {collection} was superseded by version {newest} while it loaded (files only it named are collected): load the newest")]
+    Superseded {
+        /// The collection (manifest chain).
+        collection: String,
+        /// The version being loaded.
+        version: u64,
+        /// The newest version.
+        newest: u64,
+    },
     /// An update built a version that is not the successor of the newest.
     #[error("manifest update of {collection}: version {version} does not follow {latest}")]
     NotASuccessor {

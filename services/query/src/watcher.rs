@@ -79,6 +79,16 @@ pub(crate) async fn watch_manifests(engine: Arc<Engine>, collection: Arc<Collect
                 }
             }
             Ok(Ok(None)) => {}
+            Ok(Err(e @ eddy_manifest::Error::Superseded { .. })) => {
+                // Not a failure: the newest version is loaded at once.
+                engine
+                    .metrics
+                    .segment_loads
+                    .with_label_values(&["superseded"])
+                    .inc();
+                info!(collection = %name, reason = %e, "a version superseded while it loaded is skipped");
+                continue;
+            }
             Ok(Err(e)) => {
                 failures += 1;
                 engine

@@ -197,12 +197,12 @@ fn l2(a: &[f32], b: &[f32]) -> f32 {
 /// Checks `answer` against the exact top [`K`] of the state the topic
 /// implies before the offsets the answer reflects. Tie-aware: the scores
 /// must be the exact top-k scores, and each hit a live point at exactly
-/// its score.
-fn check_exact(answer: &Answer, log: &EventLog) {
-    let reply = &answer.reply;
+/// its score. Returns what is wrong, if anything.
+fn check_exact(answer: &Answer, log: &EventLog) -> Result<(), String> {
+    let (node, reply) = (answer.node, &answer.reply);
     let offsets: BTreeMap<u32, i64> = reply["offsets"]
         .as_object()
-        .unwrap_or_else(|| panic!("{}: no offsets: {reply}", answer.node))
+        .ok_or_else(|| format!("{node}: no offsets: {reply}"))?
         .iter()
         .map(|(p, o)| (p.parse().expect("partition"), o.as_i64().expect("offset")))
         .collect();
@@ -218,27 +218,27 @@ fn check_exact(answer: &Answer, log: &EventLog) {
     exact.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     exact.truncate(K);
     let hits = reply["result"].as_array().expect("result");
-    assert_eq!(
-        hits.len(),
-        exact.len(),
-        "{}: hit count at {full:?}: {reply}",
-        answer.node
-    );
+    if hits.len() != exact.len() {
+        return Err(format!("{node}: hit count at {full:?}: {reply}"));
+    }
     let mut seen = std::collections::BTreeSet::new();
     for (hit, (want, _)) in hits.iter().zip(&exact) {
         let id = hit["id"].as_u64().expect("id");
         let score = hit["score"].as_f64().expect("score") as f32;
-        assert!(seen.insert(id), "{}: id {id} twice: {reply}", answer.node);
+        if !seen.insert(id) {
+            return Err(format!("{node}: id {id} twice: {reply}"));
+        }
         let Some(Some(v)) = state.get(&id) else {
-            panic!("{}: id {id} is not live at {full:?}: {reply}", answer.node);
+            return Err(format!("{node}: id {id} is not live at {full:?}: {reply}"));
         };
         let own = l2(&answer.query, &vector_of(id, *v));
-        assert!(
-            (own - score).abs() <= 1e-4 && (want - score).abs() <= 1e-4,
-            "{}: id {id} scored {score}, its exact distance {own}, the exact rank's {want}; at {full:?}: {reply}\nexact: {exact:?}",
-            answer.node
-        );
+        if (own - score).abs() > 1e-4 || (want - score).abs() > 1e-4 {
+            return Err(format!(
+                "{node}: id {id} scored {score}, its exact distance {own}, the exact rank's {want}; at {full:?}: {reply}\nexact: {exact:?}"
+            ));
+        }
     }
+    Ok(())
 }
 
 /// Sends exact searches to `nodes` (round robin) until `stop`, keeping
@@ -463,8 +463,24 @@ async fn the_drill_kills_an_ingest_worker_and_a_query_node_while_events_flow() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
-    for answer in &answers {
-        check_exact(answer, &log);
+    let wrong: Vec<String> = answers
+        .iter()
+        .filter_map(|a| check_exact(a, &log).err())
+        .collect();
+    if let Some(first) = wrong.first() {
+        // The nodes' logs and caches stay for a look at what they served.
+        let kept = dir.keep();
+        let logs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("--- {}:\n{}", n.name, tail(&n.log)))
+            .collect();
+        panic!(
+            "{} of {} answers not exact; the first: {first}\n(the drill's directory is kept: {})\n{}",
+            wrong.len(),
+            answers.len(),
+            kept.display(),
+            logs.join("\n")
+        );
     }
     let lost: usize = checked
         .iter()

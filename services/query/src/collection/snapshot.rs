@@ -250,6 +250,9 @@ impl Snapshot {
                 indexed_fields,
             });
         }
+        if !quarantined.is_empty() {
+            refuse_if_superseded(store, manifest)?;
+        }
         Ok(Snapshot {
             version: manifest.version,
             chains: BTreeMap::new(),
@@ -294,8 +297,23 @@ impl Snapshot {
     }
 }
 
-/// Opens and checks a segment's index file. A damaged index is logged and
-/// skipped: the segment stays searchable by exact scan.
+/// A version with files it cannot serve is damaged only if it is still
+/// the newest: one that newer versions superseded while it loaded may have
+/// lost files to garbage collection (they name none of them), and serving
+/// it would claim its cut-offs without those rows. Then the newest is
+/// loaded instead (the error says so).
+fn refuse_if_superseded(store: &Store, manifest: &Manifest) -> eddy_manifest::Result<()> {
+    let newest = store.latest_manifest(&manifest.collection)?.version;
+    if newest > manifest.version {
+        return Err(eddy_manifest::Error::Superseded {
+            collection: manifest.collection.clone(),
+            version: manifest.version,
+            newest,
+        });
+    }
+    Ok(())
+}
+
 /// Brings the files of `manifest` that `previous` does not hold into the
 /// object store's local cache, failing on a failed request (a transient
 /// error) and leaving missing or damaged files to the per-segment checks,
@@ -326,6 +344,8 @@ fn fetch_new_files(
     Ok(())
 }
 
+/// Opens and checks a segment's index file. A damaged index is logged and
+/// skipped: the segment stays searchable by exact scan.
 fn load_index(
     store: &Store,
     collection: &str,
@@ -425,6 +445,89 @@ mod tests {
         let v3 = load(&manifest, &v2);
         assert!(v3.segments[0].index.is_some());
         assert!(codes_of(&v3).is_none(), "the index file's codes take over");
+    }
+
+    /// A segment of `rows` points written to `store`'s collection `c`, as
+    /// a manifest lists it.
+    fn written_segment(store: &Store, rows: u64) -> SegmentEntry {
+        let def = CollectionDef::new("c", DIM as u32);
+        let mut g = Growing::new(DIM, def.metric, def.id_type);
+        for n in 0..rows {
+            g.upsert(PointId::Num(n), &vector(n), b"{}", 0, n as i64);
+        }
+        let (id, path) = store.new_segment("c");
+        let bytes = g
+            .write_segment(&path, &BTreeMap::new())
+            .expect("segment")
+            .bytes;
+        SegmentEntry {
+            id,
+            rows,
+            bytes,
+            deletes: None,
+            deleted: 0,
+            offset_ranges: BTreeMap::new(),
+            index: None,
+        }
+    }
+
+    /// A node slow to load a version may find its files collected: newer
+    /// versions superseded it (a merge replaced its segments) and garbage
+    /// collection removed what only it named. Such a version is refused as
+    /// superseded, so the node loads the newest, instead of being served
+    /// with its segments quarantined: its cut-offs would claim rows it
+    /// lacks, and a read-your-writes answer would miss them (the drill saw
+    /// two live points missing from an exact answer this way).
+    #[test]
+    fn a_version_collected_while_it_loads_is_superseded_not_quarantined() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(dir.path()).expect("store");
+        let def = CollectionDef::new("c", DIM as u32);
+        store.create_collection(&def).expect("create");
+        let publish = |segment: SegmentEntry| {
+            store
+                .update::<eddy_manifest::Error>("c", |latest| {
+                    let mut next = latest.successor();
+                    next.segments = vec![segment.clone()];
+                    next.partitions.entry(0).or_default().next_offset = 64;
+                    Ok(Some(next))
+                })
+                .expect("publish")
+                .published
+                .expect("published")
+        };
+        let first = written_segment(&store, 64);
+        let old = publish(first.clone());
+        // A merge rewrites the rows; the old version and its file go.
+        let newest = publish(written_segment(&store, 64));
+        let policy = eddy_manifest::GcPolicy {
+            keep_versions: 1,
+            grace: std::time::Duration::ZERO,
+        };
+        store
+            .collect_garbage("c", &policy, std::time::SystemTime::now())
+            .expect("gc");
+        assert!(!store.segment_path("c", &first.id).exists(), "collected");
+
+        let load =
+            |m: &Manifest| Snapshot::load(&store, &def, m, &Snapshot::default(), Residency::Mapped);
+        match load(&old) {
+            Err(eddy_manifest::Error::Superseded {
+                version, newest, ..
+            }) => {
+                assert_eq!((version, newest), (old.version, old.version + 1));
+            }
+            Err(e) => panic!("not refused as superseded: {e}"),
+            Ok(s) => panic!(
+                "served with cut-offs {:?} and {} of its segments quarantined: {:?}",
+                s.cutoffs,
+                s.quarantined.len(),
+                s.quarantined
+            ),
+        }
+        let served = load(&newest).expect("the newest loads");
+        assert!(served.quarantined.is_empty(), "{:?}", served.quarantined);
+        assert_eq!(served.sealed_rows(), 64);
     }
 
     /// On an object store that cannot be reached, a new version is not
