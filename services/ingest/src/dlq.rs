@@ -12,6 +12,7 @@
 //! resumes once they are acknowledged. No event's outcome is decided by a
 //! retry loop: a rejected event is a dead letter, written sooner or later.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use eddy_kafka::KafkaSettings;
@@ -84,8 +85,14 @@ impl Letter {
     }
 }
 
-/// Records failed deliveries so they can be sent again.
+/// Counts the letters awaiting their delivery report and records failed
+/// deliveries so they can be sent again.
 struct DlqContext {
+    /// Letters handed to the producer whose delivery report has not been
+    /// served: librdkafka's own queue length also counts its requests and
+    /// unserved events (connection errors while the broker is down), so it
+    /// cannot say how many letters wait.
+    queued: AtomicUsize,
     failed: Mutex<Vec<Letter>>,
 }
 
@@ -95,6 +102,7 @@ impl ProducerContext for DlqContext {
     type DeliveryOpaque = Box<Letter>;
 
     fn delivery(&self, result: &DeliveryResult<'_>, letter: Self::DeliveryOpaque) {
+        self.queued.fetch_sub(1, Ordering::AcqRel);
         if let Err((e, msg)) = result {
             let letter = if is_too_large(e) {
                 warn!(topic = msg.topic(), error = %e, "dead letter too large for the topic: sending a reference instead");
@@ -156,6 +164,7 @@ impl DeadLetters {
         let producer: BaseProducer<DlqContext> = kafka
             .dead_letter_producer()
             .create_with_context(DlqContext {
+                queued: AtomicUsize::new(0),
                 failed: Mutex::new(Vec::new()),
             })
             .map_err(Error::kafka("creating the dead-letter producer"))?;
@@ -240,7 +249,16 @@ impl DeadLetters {
         if let Some(v) = &boxed.value {
             record = record.payload(v.as_slice());
         }
+        // Counted before the send: its delivery report may be served at once.
+        self.producer
+            .context()
+            .queued
+            .fetch_add(1, Ordering::AcqRel);
         if let Err((e, record)) = self.producer.send(record) {
+            self.producer
+                .context()
+                .queued
+                .fetch_sub(1, Ordering::AcqRel);
             let letter = *record.delivery_opaque;
             let letter = if is_too_large(&e) {
                 letter.into_reference()
@@ -287,8 +305,8 @@ impl DeadLetters {
 
     /// Letters not yet acknowledged (in flight or failed).
     fn pending(&self) -> usize {
-        self.producer.in_flight_count().max(0) as usize
-            + self.producer.context().failed.lock().len()
+        let context = self.producer.context();
+        context.queued.load(Ordering::Acquire) + context.failed.lock().len()
     }
 
     /// Waits up to `timeout` until every dead letter sent so far is
@@ -300,9 +318,14 @@ impl DeadLetters {
         for letter in failed {
             self.enqueue(letter);
         }
-        // A timeout is not an error here: what is still pending is counted below.
-        let _ = self.producer.flush(timeout);
         self.producer.poll(Duration::ZERO);
+        if self.pending() > 0 {
+            // librdkafka's flush waits for its whole queue, events included:
+            // only when letters wait. A timeout is not an error here: what
+            // is still pending is counted below.
+            let _ = self.producer.flush(timeout);
+            self.producer.poll(Duration::ZERO);
+        }
         match self.pending() {
             0 => {
                 *self.pending_since.lock() = None;
@@ -457,6 +480,37 @@ mod tests {
         let letter = first_letter(&tansu, "missing.dlq");
         assert_eq!(letter.payload(), Some(&b"bad"[..]));
         assert_eq!(header(&letter, HEADER_OFFSET).as_deref(), Some("41"));
+    }
+
+    /// With no letter sent, none is pending, whatever else waits in the
+    /// producer's queue (while the broker is down, its connection errors
+    /// wait there to be served): a seal is never postponed for a letter
+    /// that does not exist.
+    #[test]
+    fn nothing_sent_is_nothing_pending_while_the_broker_is_down() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port");
+        let settings = KafkaSettings::new(
+            closed.to_string(),
+            [
+                ("reconnect.backoff.ms", "10"),
+                ("reconnect.backoff.max.ms", "50"),
+            ]
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        )
+        .expect("settings");
+        let metrics = IngestMetrics::new(&Registry::new()).expect("metrics");
+        let dlq =
+            DeadLetters::connect(&settings, "down.dlq".to_owned(), "c", metrics).expect("producer");
+        // Connection attempts fail and their errors queue up unserved.
+        std::thread::sleep(Duration::from_millis(1_500));
+        assert_eq!(dlq.pending(), 0, "no letter was sent");
+        assert!(!dlq.poll(), "nothing blocks consumption");
+        dlq.flush(Duration::from_millis(100))
+            .expect("nothing to wait for");
     }
 
     #[test]
