@@ -82,6 +82,9 @@ pub struct ProbeOptions {
     pub topic: String,
     /// The event format (JSON or protobuf).
     pub format: Format,
+    /// Whether each probe carries `format`'s `content-type` header (else the
+    /// collection declares the format).
+    pub header: bool,
     /// Number of probes.
     pub probes: u64,
     /// Probes started per second.
@@ -196,7 +199,7 @@ pub async fn probe_freshness(
             &opts.topic,
             &key,
             Some(&value),
-            Some(opts.format.content_type()),
+            opts.header.then(|| opts.format.content_type()),
         )
         .await?;
         let (client, timeout, progress) = (client.clone(), opts.timeout, progress.clone());

@@ -284,7 +284,7 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
         cache_dir: work.path().join("cache"),
         log_dir: work.path().to_owned(),
         collection: format!(
-            "name={COLLECTION},dim={},metric=cosine,topic={COLLECTION},id=u64,field.section=keyword",
+            "name={COLLECTION},dim={},metric=cosine,topic={COLLECTION},id=u64,format=protobuf,field.section=keyword",
             ds.dim()
         ),
         ingest_args: Vec::new(),
@@ -396,6 +396,7 @@ async fn measure_served(
         brokers: cfg.brokers.clone(),
         topic: COLLECTION.to_owned(),
         collection: COLLECTION.to_owned(),
+        declared_format: Format::Protobuf,
         processes: processes(services, broker_pid),
     };
     let work = async {

@@ -36,6 +36,13 @@ pub struct SideArgs {
         default_value = "json"
     )]
     pub format: Format,
+    /// The writer's and the probes' events carry no `content-type` header:
+    /// the collection declares `--format` (`format=` in its spec). Tansu
+    /// 0.6 scans its whole header table for every record it fetches, so a
+    /// header per event slows every later fetch. Arrow batches
+    /// (`--write-batch` over 1) always carry theirs.
+    #[arg(long, env = "EDDY_LOADTEST_QUERY_NO_HEADER")]
+    pub no_header: bool,
     /// librdkafka producer property KEY=VALUE (repeatable).
     #[arg(short = 'X', long = "kafka", value_parser = kafka::parse_property)]
     pub kafka: Vec<(String, String)>,
@@ -98,6 +105,17 @@ fn writer_records(base: &Base, format: Format, batch: usize) -> anyhow::Result<V
     )?)
 }
 
+/// The `content-type` header of the writer's records: Arrow's for batches
+/// (whatever the collection declares), else `format`'s unless the
+/// collection declares it (`no_header`).
+fn writer_content_type(format: Format, batch: usize, no_header: bool) -> Option<&'static str> {
+    if batch > 1 {
+        Some(Format::Arrow.content_type())
+    } else {
+        (!no_header).then(|| format.content_type())
+    }
+}
+
 /// Consecutive rows of `0..len` in runs of at most `batch`, cut before and
 /// after every probe row (which is left out).
 fn writer_runs(len: usize, batch: usize) -> Vec<Range<usize>> {
@@ -153,7 +171,7 @@ impl SideTasks {
             let stop = Arc::new(AtomicBool::new(false));
             let publish_opts = PublishOptions {
                 topic: topic.clone(),
-                content_type: Some(s.format.content_type()),
+                content_type: writer_content_type(s.format, s.write_batch, s.no_header),
                 rate: s.write_rate,
                 passes: 0,
                 delete_every: 0,
@@ -172,6 +190,7 @@ impl SideTasks {
             let opts = ProbeOptions {
                 topic,
                 format: s.format,
+                header: !s.no_header,
                 probes: s.freshness,
                 rate: s.freshness_rate,
                 timeout: Duration::from_secs_f64(s.freshness_timeout.max(0.001)),

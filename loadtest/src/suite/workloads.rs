@@ -31,6 +31,10 @@ pub struct Target {
     pub topic: String,
     /// The collection.
     pub collection: String,
+    /// The format the collection declares for events without a
+    /// `content-type` header (`format=` in its spec): the mixed phases'
+    /// events of that format go without one.
+    pub declared_format: Format,
     /// Processes whose CPU time the mixed phases account for (name, pid):
     /// on one machine the broker's share is the service's loss.
     pub processes: Vec<(String, u32)>,
@@ -240,6 +244,7 @@ pub async fn run(target: &Target, plan: &Plan) -> anyhow::Result<EddyRuns> {
         a.side.brokers = Some(target.brokers.clone());
         a.side.topic = Some(target.topic.clone());
         a.side.format = Format::Protobuf;
+        a.side.no_header = target.declared_format == Format::Protobuf;
         a.side.write_rate = rate;
         a.side.write_batch = plan.write_batch;
         a.side.freshness = (plan.duration * PROBE_RATE).ceil() as u64;

@@ -1,5 +1,6 @@
 //! Tansu plus eddy-ingest and eddy-query, run in process (their library
-//! entry points), with one 384-d cosine collection per topic.
+//! entry points), with one 384-d cosine collection per topic (declaring
+//! protobuf for events without a `content-type` header).
 
 use std::time::Duration;
 
@@ -67,7 +68,7 @@ impl Cluster {
         for c in collections {
             ingest_args.push("--collection".into());
             ingest_args.push(format!(
-                "name={c},dim=384,metric=cosine,topic={c},id=u64,field.section=keyword"
+                "name={c},dim=384,metric=cosine,topic={c},id=u64,format=protobuf,field.section=keyword"
             ));
         }
         let ingest = eddy_ingest::start(eddy_ingest::IngestConfig::parse_from(ingest_args))
@@ -149,6 +150,42 @@ impl Cluster {
                 "{collection}: count {last:?}, not {expected}, after 120 s"
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits until eddy-ingest has sealed every event published to
+    /// `collection`'s topic (its manifest lag is 0 on every partition; 120
+    /// s at most), then returns its rejected events by reason.
+    pub async fn rejected_once_sealed(&self, collection: &str) -> Vec<(String, f64)> {
+        let ingest = self.ingest.as_ref().expect("ingest running");
+        let url = format!("http://{}/metrics", ingest.metrics_addr());
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let ours = format!("collection=\"{collection}\"");
+        loop {
+            let text = reqwest::get(&url)
+                .await
+                .expect("ingest metrics reachable")
+                .text()
+                .await
+                .expect("metrics text");
+            let samples = |name: &str| -> Vec<(String, f64)> {
+                text.lines()
+                    .filter(|l| l.starts_with(name) && l.contains(&ours))
+                    .filter_map(|l| {
+                        let (series, value) = l.rsplit_once(' ')?;
+                        Some((series.to_owned(), value.parse().ok()?))
+                    })
+                    .collect()
+            };
+            let lag = samples("eddy_ingest_manifest_lag{");
+            if lag.len() == PARTITIONS as usize && lag.iter().all(|(_, v)| *v == 0.0) {
+                return samples("eddy_ingest_rejected_total{");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{collection}: not sealed within 120 s: {lag:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }
 

@@ -38,6 +38,7 @@ async fn the_suite_runs_every_workload_and_writes_its_report() {
         brokers: cluster.tansu.bootstrap(),
         topic: COLLECTION.into(),
         collection: COLLECTION.into(),
+        declared_format: Format::Protobuf,
         processes: cluster
             .tansu
             .pid()
@@ -134,6 +135,14 @@ async fn the_suite_runs_every_workload_and_writes_its_report() {
         .writer
         .as_ref()
         .is_some_and(|w| w.events > 0));
+    // Every event the writer and the probes published was indexed: none
+    // went to the dead-letter topic (an Arrow batch labelled as another
+    // format would).
+    let rejected = cluster.rejected_once_sealed(COLLECTION).await;
+    assert!(
+        rejected.iter().all(|(_, n)| *n == 0.0),
+        "events rejected: {rejected:?}"
+    );
     let scroll = runs.scroll.expect("scrolled");
     assert_eq!(scroll.points, SAMPLE_POINTS);
     assert_eq!(scroll.pages, SAMPLE_POINTS.div_ceil(1000));
