@@ -107,6 +107,13 @@ pub struct IngestConfig {
     #[arg(long, env = "EDDY_MERGE_MAX_ROWS", default_value_t = 2_000_000)]
     pub merge_max_rows: u64,
 
+    /// A segment whose deleted rows reach this percentage of its rows is
+    /// merged, its deletes dropped, even while events flow (0 = never):
+    /// under upserts live rows fall, the size tiers never fill, and a walk
+    /// visits the deleted nodes of a graph too.
+    #[arg(long, env = "EDDY_MERGE_DELETED_PCT", default_value_t = 50, value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub merge_deleted_pct: u8,
+
     /// Once no partition's offset has advanced for this long (ms), the
     /// segments below `--merge-max-rows` are merged into one (its graph built
     /// before it replaces them), so an idle collection is searched in one
@@ -218,6 +225,8 @@ impl IngestConfig {
         MergePolicy {
             min_segments: self.merge_min_segments,
             max_rows: self.merge_max_rows.max(1),
+            deleted_share: (self.merge_deleted_pct > 0)
+                .then(|| f64::from(self.merge_deleted_pct) / 100.0),
             idle: (self.merge_idle_ms > 0).then(|| Duration::from_millis(self.merge_idle_ms)),
             ..MergePolicy::default()
         }

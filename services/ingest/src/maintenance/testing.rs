@@ -23,14 +23,56 @@ pub(crate) fn seal_with(
     ids: std::ops::Range<u64>,
     payload: impl Fn(u64) -> Vec<u8>,
 ) {
+    seal_at(store, ids.clone(), ids.start as i64, payload, |_| Ok(()));
+}
+
+/// Seals `ids` again as a new segment at the next offsets of partition 0,
+/// as upserts do: the rows of those ids in older segments are deleted in
+/// the same version.
+pub(crate) fn seal_upserts(store: &Store, ids: std::ops::Range<u64>) {
+    let next = store.latest_manifest("c").expect("manifest").next_offset(0);
+    seal_at(
+        store,
+        ids.clone(),
+        next,
+        |_| Vec::new(),
+        |older| {
+            for entry in older {
+                let segment = eddy_segment::Segment::open(&store.segment_path("c", &entry.id))?;
+                let mut deleted = match &entry.deletes {
+                    Some(name) => store.read_deletes("c", name)?,
+                    None => roaring::RoaringBitmap::new(),
+                };
+                deleted.extend(
+                    ids.clone()
+                        .filter_map(|id| segment.row_of(&PointId::Num(id))),
+                );
+                entry.deletes = Some(store.write_deletes("c", &entry.id, &deleted)?);
+                entry.deleted = deleted.len();
+            }
+            Ok(())
+        },
+    );
+}
+
+/// Seals rows `ids` of partition 0 from offset `first` as one flat
+/// segment, `on_older` changing the segments listed before it in the same
+/// version.
+fn seal_at(
+    store: &Store,
+    ids: std::ops::Range<u64>,
+    first: i64,
+    payload: impl Fn(u64) -> Vec<u8>,
+    on_older: impl Fn(&mut [SegmentEntry]) -> eddy_manifest::Result<()>,
+) {
     let mut rows = Growing::new(2, Metric::Cosine, IdType::U64);
-    for id in ids.clone() {
+    for (i, id) in ids.clone().enumerate() {
         rows.upsert(
             PointId::Num(id),
             &[1.0, id as f32],
             &payload(id),
             0,
-            id as i64,
+            first + i as i64,
         );
     }
     let (id, path) = store.new_segment("c");
@@ -38,19 +80,22 @@ pub(crate) fn seal_with(
         .write_segment(&path, &BTreeMap::new())
         .expect("segment")
         .bytes;
+    let count = ids.end - ids.start;
+    let last = first + count as i64 - 1;
     let updated = store
         .update::<eddy_manifest::Error>("c", |latest| {
             let mut next = latest.successor();
+            on_older(&mut next.segments)?;
             next.segments.push(SegmentEntry {
                 id: id.clone(),
-                rows: ids.end - ids.start,
+                rows: count,
                 bytes,
                 deletes: None,
                 deleted: 0,
-                offset_ranges: BTreeMap::from([(0, (ids.start as i64, ids.end as i64 - 1))]),
+                offset_ranges: BTreeMap::from([(0, (first, last))]),
                 index: None,
             });
-            next.partitions.entry(0).or_default().next_offset = ids.end as i64;
+            next.partitions.entry(0).or_default().next_offset = last + 1;
             Ok(Some(next))
         })
         .expect("published");
