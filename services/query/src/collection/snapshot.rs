@@ -398,26 +398,11 @@ mod tests {
         let def = CollectionDef::new("c", DIM as u32);
         store.create_collection(&def).expect("create");
         let rows = SCAN_CODES_FROM_ROWS.max(eddy_segment::MIN_GRAPH_ROWS) as u64;
-        let mut g = Growing::new(DIM, def.metric, def.id_type);
-        for n in 0..rows {
-            g.upsert(PointId::Num(n), &vector(n), b"{}", 0, n as i64);
-        }
-        let (id, path) = store.new_segment("c");
-        let bytes = g
-            .write_segment(&path, &BTreeMap::new())
-            .expect("segment")
-            .bytes;
+        let entry = written_segment(&store, rows);
+        let (id, bytes) = (entry.id.clone(), entry.bytes);
         let mut manifest = Manifest::empty("c");
         manifest.version = 1;
-        manifest.segments.push(SegmentEntry {
-            id: id.clone(),
-            rows,
-            bytes,
-            deletes: None,
-            deleted: 0,
-            offset_ranges: BTreeMap::new(),
-            index: None,
-        });
+        manifest.segments.push(entry);
         let load = |m: &Manifest, previous: &Snapshot| {
             Snapshot::load(&store, &def, m, previous, Residency::Mapped).expect("local store")
         };
