@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Mixed read/write against a settled collection: the demo's services on a
+# dataset (published flat out, sealed and indexed), then 4 closed-loop HTTP
+# workers read-only, with a writer upserting the base at a fixed rate in
+# Arrow batches, and read-only again right after the writer stops. The
+# collection's segments, graphs and tail are printed between phases and
+# sampled every 2 s during the writer (into $OUT/status.log).
+#
+# The suite's mixed phases are 5 s each and follow one another, so their
+# read-only reference is measured while ingest catches up; this measures
+# against the collection as the demo leaves it.
+#
+# Usage: loadtest/scripts/mixed_settled.sh [LABEL]
+# Environment: DATASET (default ../shared/datasets/debian-minilm), RATE
+# (2000), BATCH (49), SECONDS_MIXED (60), EF (32), WORKERS (4), OUT
+# (/tmp/eddy-mixed-LABEL); any EDDY_* variable of eddy-ingest or eddy-query
+# reaches them (e.g. EDDY_MERGE_DELETED_PCT=0 for an A/B).
+# Needs: cargo build --release -p eddy-loadtest -p eddy-ingest -p eddy-query
+set -euo pipefail
+
+label=${1:-run}
+dataset=${DATASET:-../shared/datasets/debian-minilm}
+rate=${RATE:-2000}
+batch=${BATCH:-49}
+mixed_s=${SECONDS_MIXED:-60}
+ef=${EF:-32}
+workers=${WORKERS:-4}
+out=${OUT:-/tmp/eddy-mixed-$label}
+bin=target/release/eddy-loadtest
+mkdir -p "$out"
+
+"$bin" demo --dataset "$dataset" --rate 0 --format protobuf --queries 100 \
+    > "$out/demo.log" 2>&1 &
+demo=$!
+trap 'kill -INT $demo 2>/dev/null; wait $demo 2>/dev/null' EXIT
+for _ in $(seq 1 300); do
+    grep -q "query metrics" "$out/demo.log" && break
+    kill -0 $demo 2>/dev/null || { cat "$out/demo.log"; exit 1; }
+    sleep 1
+done
+http=$(grep -o "http://127.0.0.1:[0-9]*/v1" "$out/demo.log" | head -1 | sed 's|http://||; s|/v1||')
+flight=$(grep -o "grpc://127.0.0.1:[0-9]*" "$out/demo.log" | head -1 | sed 's|grpc://||')
+kafka=$(grep "  Kafka " "$out/demo.log" | grep -o "127.0.0.1:[0-9]*")
+status_url="http://$http/v1/collections/demo"
+
+status() {
+    curl -s "$status_url" | python3 -c '
+import json, sys, time
+s = json.load(sys.stdin)["status"]
+print(time.strftime("%H:%M:%S"), "version", s["manifest_version"], "segments", s["segments"],
+      "with a graph", s["indexed_segments"], "tail rows", s["tail_rows"], "points", s["points"])'
+}
+query() {
+    "$bin" query --http "$http" --flight "$flight" --collection demo --dataset "$dataset" \
+        --workers "$workers" --ef "$ef" "$@" 2>&1 | grep -E "^http|^background"
+}
+
+echo "== $label"
+status
+echo "read-only:"
+query --duration 15
+( end=$((SECONDS + mixed_s + 5)); while [ $SECONDS -lt $end ]; do status; sleep 2; done ) \
+    > "$out/status.log" 2>&1 &
+echo "with a writer at $rate events/s (batches of $batch):"
+query --duration "$mixed_s" --brokers "$kafka" --format protobuf --no-header \
+    --write-rate "$rate" --write-batch "$batch"
+status
+echo "read-only right after:"
+query --duration 15
+status
+logs=$(grep "^  logs" "$out/demo.log" | awk '{print $2}')
+echo "merges published: $(grep -c "segments merged" "$logs/eddy-ingest.log" || true)"
