@@ -6,11 +6,12 @@
 //! merged segment, and publishes a version that replaces the inputs with it.
 //! Deletes that hit an input after the merge read it (another seal's delete
 //! file) are carried over through the row map at publish time, so no upsert
-//! or tombstone is lost. The merged segment is published flat; the
-//! index build (`maintenance::index_build`) builds its graph next.
+//! or tombstone is lost. The merged segment's graph is built before it is
+//! published (below the graph threshold it is published flat). Which
+//! segments are merged, and when: [`MergePolicy`].
 
 use std::collections::{BTreeMap, HashSet};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use eddy_manifest::{Manifest, SegmentEntry, Store};
 use eddy_model::CollectionDef;
@@ -20,134 +21,9 @@ use tracing::{info, warn};
 
 use super::{Maintenance, MaintenanceError};
 
-/// When segments are merged.
-#[derive(Debug, Clone, Copy)]
-pub struct MergePolicy {
-    /// Segments in one size tier that trigger a merge of that tier.
-    pub min_segments: usize,
-    /// Most segments merged at once.
-    pub max_segments: usize,
-    /// Segments with at least this many live rows are never merged.
-    pub max_rows: u64,
-    /// Size tiers grow by this factor.
-    pub tier_factor: u64,
-    /// A segment whose deleted rows reach this share of its rows is merged
-    /// (its deletes dropped) even without a full tier; `None`: never.
-    /// Under upserts live rows fall, so the tiers (by live rows) scatter and
-    /// never fill, while a walk still visits the deleted nodes of a graph:
-    /// more of them for the same hits the more are deleted.
-    pub deleted_share: Option<f64>,
-    /// Once ingest has been idle this long, every segment below `max_rows`
-    /// is merged into as few as `max_rows` allows ([`MergePolicy::pick_idle`]);
-    /// `None`: never.
-    pub idle: Option<Duration>,
-}
+mod policy;
 
-impl Default for MergePolicy {
-    fn default() -> Self {
-        Self {
-            min_segments: 4,
-            max_segments: 10,
-            max_rows: 2_000_000,
-            tier_factor: 4,
-            deleted_share: Some(0.5),
-            idle: Some(Duration::from_secs(30)),
-        }
-    }
-}
-
-impl MergePolicy {
-    /// The inputs of the next tier merge, if one is due: the smallest tier
-    /// with `min_segments` segments (tiers by live rows, growing by
-    /// `tier_factor`), its smallest `max_segments` members.
-    pub fn pick(&self, manifest: &Manifest) -> Option<Vec<String>> {
-        if self.min_segments < 2 {
-            return None;
-        }
-        let mut tiers: BTreeMap<u32, Vec<(u64, &str)>> = BTreeMap::new();
-        for s in &manifest.segments {
-            let live_rows = s.live_rows();
-            if live_rows >= self.max_rows {
-                continue;
-            }
-            let mut tier = 0u32;
-            let mut bound = 1_000u64;
-            while live_rows >= bound {
-                bound = bound.saturating_mul(self.tier_factor.max(2));
-                tier += 1;
-            }
-            tiers
-                .entry(tier)
-                .or_default()
-                .push((live_rows, s.id.as_str()));
-        }
-        tiers.into_values().find_map(|mut members| {
-            if members.len() < self.min_segments {
-                return None;
-            }
-            members.sort();
-            members.truncate(self.max_segments.max(2));
-            Some(members.into_iter().map(|(_, id)| id.to_owned()).collect())
-        })
-    }
-
-    /// The segments whose deleted rows reach `deleted_share` of their rows,
-    /// fewest live rows first, at most `max_segments` and `max_rows` live
-    /// rows together (one alone is merged too: its deletes are dropped).
-    pub fn pick_deleted(&self, manifest: &Manifest) -> Option<Vec<String>> {
-        let share = self.deleted_share.filter(|_| self.min_segments >= 2)?;
-        let mut due: Vec<(u64, &str)> = manifest
-            .segments
-            .iter()
-            .filter(|s| {
-                s.rows > 0
-                    && s.live_rows() < self.max_rows
-                    && s.deleted as f64 >= share * s.rows as f64
-            })
-            .map(|s| (s.live_rows(), s.id.as_str()))
-            .collect();
-        due.sort();
-        let mut total = 0u64;
-        let picked: Vec<String> = due
-            .into_iter()
-            .take(self.max_segments.max(1))
-            .take_while(|(rows, _)| {
-                total += rows;
-                total <= self.max_rows
-            })
-            .map(|(_, id)| id.to_owned())
-            .collect();
-        (!picked.is_empty()).then_some(picked)
-    }
-
-    /// The inputs of an idle merge: the segments below `max_rows` live rows,
-    /// smallest first, as many as fit in `max_rows` together; `None` unless
-    /// that is at least two. Tiers exist to bound write amplification while
-    /// events flow; once they stop, the collection converges to one segment
-    /// (a query walks one graph instead of one per segment).
-    pub fn pick_idle(&self, manifest: &Manifest) -> Option<Vec<String>> {
-        if self.idle.is_none() || self.min_segments < 2 {
-            return None;
-        }
-        let mut small: Vec<(u64, &str)> = manifest
-            .segments
-            .iter()
-            .map(|s| (s.live_rows(), s.id.as_str()))
-            .filter(|(rows, _)| *rows < self.max_rows)
-            .collect();
-        small.sort();
-        let mut total = 0u64;
-        let picked: Vec<String> = small
-            .into_iter()
-            .take_while(|(rows, _)| {
-                total += rows;
-                total <= self.max_rows
-            })
-            .map(|(_, id)| id.to_owned())
-            .collect();
-        (picked.len() >= 2).then_some(picked)
-    }
-}
+pub use policy::MergePolicy;
 
 /// A merged segment written but not yet published.
 #[derive(Debug)]
@@ -393,6 +269,8 @@ impl Maintenance {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use crate::maintenance::testing::{maintenance, seal, seal_upserts, settle};
     use crate::maintenance::Progress;
@@ -508,45 +386,5 @@ mod tests {
         let (report, rows) = eddy_manifest::fsck(&store, "c").expect("fsck");
         assert!(report.is_clean(), "{report:?}");
         assert_eq!(rows.len(), 5_000);
-    }
-
-    #[test]
-    fn idle_merges_take_the_smallest_segments_that_fit_the_cap() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let store = Store::open(dir.path()).expect("store");
-        store
-            .create_collection(&eddy_model::CollectionDef::new("c", 2))
-            .expect("collection");
-        seal(&store, 0..300);
-        seal(&store, 300..400);
-        seal(&store, 400..450);
-        let manifest = store.latest_manifest("c").expect("manifest");
-        let sizes = |ids: &[String]| -> Vec<u64> {
-            ids.iter()
-                .map(|id| {
-                    manifest
-                        .segments
-                        .iter()
-                        .find(|s| &s.id == id)
-                        .map_or(0, |s| s.rows)
-                })
-                .collect()
-        };
-        let policy = MergePolicy {
-            max_rows: 200,
-            ..MergePolicy::default()
-        };
-        let picked = policy.pick_idle(&manifest).expect("two fit");
-        assert_eq!(sizes(&picked), vec![50, 100]);
-        let tight = MergePolicy {
-            max_rows: 120,
-            ..MergePolicy::default()
-        };
-        assert_eq!(tight.pick_idle(&manifest), None, "only one fits");
-        let off = MergePolicy {
-            idle: None,
-            ..MergePolicy::default()
-        };
-        assert_eq!(off.pick_idle(&manifest), None);
     }
 }
