@@ -50,6 +50,26 @@ s = json.load(sys.stdin)["status"]
 print(time.strftime("%H:%M:%S"), "version", s["manifest_version"], "segments", s["segments"],
       "with a graph", s["indexed_segments"], "tail rows", s["tail_rows"], "points", s["points"])'
 }
+# CPU seconds each process has used so far (eddy-ingest, eddy-query, the
+# broker, the load tool's own processes), to split a phase's two cores.
+tick=$(getconf CLK_TCK)
+cpu() {
+    for name in eddy-ingest eddy-query tansu eddy-loadtest; do
+        pgrep -x "$name" | while read -r pid; do
+            awk -v n="$name" -v t="$tick" '{printf "%s %.2f\n", n, ($14 + $15) / t}' "/proc/$pid/stat" 2>/dev/null
+        done
+    done | awk '{s[$1] += $2} END {for (n in s) printf "%s=%.2f ", n, s[n]; print ""}'
+}
+# Prints each process's CPU use between two `cpu` samples, in cores.
+cpu_delta() {
+    python3 -c '
+import sys
+a = dict(x.split("=") for x in sys.argv[1].split())
+b = dict(x.split("=") for x in sys.argv[2].split())
+s = float(sys.argv[3])
+print("  cores used:", " ".join(f"{n} {(float(b[n]) - float(a.get(n, 0))) / s:.2f}" for n in sorted(b)))
+' "$1" "$2" "$3"
+}
 query() {
     "$bin" query --http "$http" --flight "$flight" --collection demo --dataset "$dataset" \
         --workers "$workers" --ef "$ef" "$@" 2>&1 | grep -E "^http|^background"
@@ -58,15 +78,21 @@ query() {
 echo "== $label"
 status
 echo "read-only:"
+c0=$(cpu); t0=$SECONDS
 query --duration 15
+c1=$(cpu); cpu_delta "$c0" "$c1" $((SECONDS - t0))
 ( end=$((SECONDS + mixed_s + 5)); while [ $SECONDS -lt $end ]; do status; sleep 2; done ) \
     > "$out/status.log" 2>&1 &
 echo "with a writer at $rate events/s (batches of $batch):"
+c0=$(cpu); t0=$SECONDS
 query --duration "$mixed_s" --brokers "$kafka" --format protobuf --no-header \
     --write-rate "$rate" --write-batch "$batch"
+c1=$(cpu); cpu_delta "$c0" "$c1" $((SECONDS - t0))
 status
 echo "read-only right after:"
+c0=$(cpu); t0=$SECONDS
 query --duration 15
+c1=$(cpu); cpu_delta "$c0" "$c1" $((SECONDS - t0))
 status
 logs=$(grep "^  logs" "$out/demo.log" | awk '{print $2}')
 echo "merges published: $(grep -c "segments merged" "$logs/eddy-ingest.log" || true)"

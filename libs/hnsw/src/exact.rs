@@ -6,6 +6,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use eddy_quant::binary::{BinaryCodes, BinaryQuery};
 use eddy_quant::CodeScorer;
 
 use crate::context::Item;
@@ -96,6 +97,96 @@ pub fn quantized_scan<C: CodeScorer>(
     }
     let candidates: Vec<u32> = top.into_sorted().into_iter().map(|(r, _)| r).collect();
     exact_scan(vectors, query, k, ScanRows::Listed(&candidates))
+}
+
+/// [`quantized_scan`] with a cheaper first pass: `coarse` sign-bit codes
+/// rank every row by Hamming distance, the nearest `shortlist` rows `accept`
+/// lets through (whole distances at a time, so a few more on ties) are
+/// ranked again by `fine` codes (SQ8), and the best `keep` of those are
+/// rescored exactly. Reads a fraction of the bytes of a scan of `fine`; a
+/// true top-`k` row is missed when its sign bits rank it out of the
+/// shortlist or its fine code below `keep`. Codes that do not match
+/// `vectors`, or a query they cannot prepare symmetrically, fall back to
+/// [`quantized_scan`] of `fine`.
+#[allow(clippy::too_many_arguments)]
+pub fn shortlisted_scan<F: CodeScorer>(
+    coarse: &BinaryCodes,
+    fine: &F,
+    vectors: &Vectors<'_>,
+    query: &[f32],
+    k: usize,
+    shortlist: usize,
+    keep: usize,
+    accept: &dyn Fn(u32) -> bool,
+) -> Vec<(u32, f32)> {
+    if k == 0 || vectors.dim == 0 || query.len() != vectors.dim {
+        return Vec::new();
+    }
+    let rows = vectors.rows();
+    let matches = coarse.len() == rows
+        && fine.len() == rows
+        && coarse.dim() == vectors.dim
+        && fine.dim() == vectors.dim;
+    let (code, fine_query) = match (coarse.prepare(query), fine.prepare(query)) {
+        (Ok(BinaryQuery::Symmetric(c)), Ok(f)) if matches => (c, f),
+        _ => return quantized_scan(fine, vectors, query, k, keep, accept),
+    };
+    let mut distances = vec![0u32; rows];
+    coarse.hamming_all(&code, &mut distances);
+    let short = nearest_accepted(
+        &distances,
+        code.len() * 64,
+        shortlist.max(keep).max(k),
+        accept,
+    );
+    /// Rows ahead whose fine codes are fetched while one is scored.
+    const AHEAD: usize = 8;
+    let mut best = TopK::new(keep.max(k));
+    for (i, &row) in short.iter().enumerate() {
+        if let Some(&ahead) = short.get(i + AHEAD) {
+            fine.prefetch(ahead as usize);
+        }
+        let score = fine.score(&fine_query, row as usize);
+        if score > best.threshold() {
+            best.push(row, score);
+        }
+    }
+    let candidates: Vec<u32> = best.into_sorted().into_iter().map(|(r, _)| r).collect();
+    exact_scan(vectors, query, k, ScanRows::Listed(&candidates))
+}
+
+/// The rows `accept` lets through with the smallest `distances` (at most
+/// `max_distance`), at least `count` of them where there are so many: a
+/// histogram of the distances gives the distance to stop at (no heap over
+/// thousands of rows), extended while `accept` turns rows away.
+fn nearest_accepted(
+    distances: &[u32],
+    max_distance: usize,
+    count: usize,
+    accept: &dyn Fn(u32) -> bool,
+) -> Vec<u32> {
+    let mut histogram = vec![0usize; max_distance + 2];
+    for &d in distances {
+        histogram[(d as usize).min(max_distance + 1)] += 1;
+    }
+    let mut taken: Vec<u32> = Vec::with_capacity(count + count / 8);
+    let mut from = 0;
+    while taken.len() < count && from < histogram.len() {
+        let wanted = count - taken.len();
+        let (mut to, mut rows) = (from, 0);
+        while to < histogram.len() && rows < wanted {
+            rows += histogram[to];
+            to += 1;
+        }
+        let (lo, hi) = (from as u32, to as u32);
+        for (row, &d) in distances.iter().enumerate() {
+            if (lo..hi).contains(&d) && accept(row as u32) {
+                taken.push(row as u32);
+            }
+        }
+        from = to;
+    }
+    taken
 }
 
 /// Block scan over every row of `vectors`.
@@ -250,6 +341,60 @@ mod tests {
                 assert!((a.1 - w.1).abs() <= tol, "{metric}: block {a:?} vs {w:?}");
                 assert!((l.1 - w.1).abs() <= tol, "{metric}: listed {l:?} vs {w:?}");
             }
+        }
+    }
+
+    /// With a shortlist as long as the rows, the coarse pass drops nothing
+    /// and the answer is the fine codes' scan; with a short one, the answer
+    /// still holds accepted rows only, with exact scores.
+    #[test]
+    fn a_shortlist_of_every_row_answers_as_the_fine_scan() {
+        use eddy_quant::binary::{BinaryConfig, BinaryQuantizer, QueryEncoding};
+        use eddy_quant::sq8::{Sq8Config, Sq8Quantizer};
+        let (dim, rows) = (32, 500);
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let d: Vec<f32> = (0..rows * dim)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state % 10_007) as f32 / 5_000.0 - 1.0
+            })
+            .collect();
+        let query: Vec<f32> = d[7 * dim..8 * dim].iter().map(|x| x * 0.9 + 0.01).collect();
+        let v = Vectors::new(&d, dim, Metric::L2);
+        let sq8 = Sq8Quantizer::train(
+            &d,
+            dim,
+            &Sq8Config {
+                metric: Metric::L2,
+                ..Sq8Config::default()
+            },
+        )
+        .and_then(|q| q.encode_all(&d))
+        .expect("sq8");
+        let bits = BinaryQuantizer::train(
+            &d,
+            dim,
+            &BinaryConfig {
+                query: QueryEncoding::Symmetric,
+                ..BinaryConfig::default()
+            },
+        )
+        .and_then(|q| q.encode_all(&d))
+        .expect("bits");
+        let odd = |r: u32| r % 2 == 1;
+        let want = quantized_scan(&sq8, &v, &query, 5, 40, &odd);
+        assert_eq!(
+            shortlisted_scan(&bits, &sq8, &v, &query, 5, rows, 40, &odd),
+            want
+        );
+        let short = shortlisted_scan(&bits, &sq8, &v, &query, 5, 60, 40, &odd);
+        assert_eq!(short.len(), 5);
+        let exact = F32Scorer::new(&v, &query);
+        for (row, score) in short {
+            assert!(odd(row));
+            assert!((score - exact.score_one(row)).abs() <= 1e-4 * score.abs().max(1.0));
         }
     }
 

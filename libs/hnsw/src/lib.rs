@@ -46,7 +46,7 @@ mod walk;
 pub use build::BuildOptions;
 pub use codes::{search_codes, search_codes_into, CodeQuery};
 pub use context::SearchContext;
-pub use exact::{exact_scan, quantized_scan, ScanRows};
+pub use exact::{exact_scan, quantized_scan, shortlisted_scan, ScanRows};
 pub use format::{FORMAT_VERSION, MAGIC, OLDEST_SUPPORTED_VERSION};
 pub use repair::unreachable_count;
 pub use search::{search, search_into, Query};

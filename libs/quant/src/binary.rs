@@ -281,6 +281,37 @@ pub enum BinaryQuery {
 pub struct QueryPlaneWeights(QueryPlane);
 
 impl BinaryCodes {
+    /// No rows yet; rows come through [`BinaryCodes::push`] (a buffer that
+    /// grows, encoded with a quantizer trained on its first rows).
+    pub fn empty(quantizer: BinaryQuantizer) -> Self {
+        Self {
+            quantizer,
+            codes: Vec::new(),
+            popcounts: Vec::new(),
+            rows: 0,
+        }
+    }
+
+    /// Encodes `v` as the next row.
+    ///
+    /// # Errors
+    /// On a wrong length or non-finite values; nothing is appended then.
+    pub fn push(&mut self, v: &[f32]) -> Result<()> {
+        let start = self.codes.len();
+        self.codes.resize(start + self.quantizer.words, 0);
+        match self.quantizer.encode_into(v, &mut self.codes[start..]) {
+            Ok(popcounts) => {
+                self.popcounts.extend(popcounts);
+                self.rows += 1;
+                Ok(())
+            }
+            Err(e) => {
+                self.codes.truncate(start);
+                Err(e)
+            }
+        }
+    }
+
     /// The quantizer that produced the codes.
     pub fn quantizer(&self) -> &BinaryQuantizer {
         &self.quantizer
@@ -289,6 +320,19 @@ impl BinaryCodes {
     /// Row-major codes, `words_per_vector()` words per row.
     pub fn codes(&self) -> &[u64] {
         &self.codes
+    }
+
+    /// The Hamming distance of every row's code to `code` (a code of
+    /// `words_per_vector()` words, e.g. a symmetric query's) into `out`
+    /// (one per row).
+    pub fn hamming_all(&self, code: &[u64], out: &mut [u32]) {
+        const CHUNK: usize = 1024;
+        let words = self.quantizer.words.max(1);
+        let k = Kernels::get();
+        for (codes, out) in self.codes.chunks(CHUNK * words).zip(out.chunks_mut(CHUNK)) {
+            let rows = out.len().min(codes.len() / words);
+            k.hamming_block(code, &codes[..rows * words], &mut out[..rows]);
+        }
     }
 }
 
@@ -475,6 +519,61 @@ mod tests {
             let mut s = vec![0.0; 30];
             codes.score_all(&p, &mut s);
             assert_eq!(crate::top_k(&s, 1)[0].0, 7, "{enc:?}");
+        }
+    }
+
+    #[test]
+    fn pushed_rows_encode_like_encode_all() {
+        let dim = 70;
+        let data: Vec<f32> = (0..dim * 20)
+            .map(|i| ((i * 13 % 29) as f32 / 14.0) - 1.0)
+            .collect();
+        for encoding in [BinaryEncoding::OneBit, BinaryEncoding::TwoBits] {
+            let config = BinaryConfig {
+                encoding,
+                ..BinaryConfig::default()
+            };
+            let q = BinaryQuantizer::train(&data, dim, &config).expect("train");
+            let all = q.encode_all(&data).expect("encode");
+            let mut grown = BinaryCodes::empty(q);
+            for v in data.chunks_exact(dim) {
+                grown.push(v).expect("push");
+            }
+            assert!(grown.push(&[f32::NAN; 70]).is_err());
+            assert!(grown.push(&[0.0; 3]).is_err());
+            assert_eq!(grown.len(), all.len());
+            assert_eq!(grown.codes(), all.codes());
+            assert_eq!(grown.popcounts, all.popcounts);
+        }
+    }
+
+    /// `hamming_all` gives every row's distance, as a symmetric query's
+    /// scores (their negation) do.
+    #[test]
+    fn hamming_all_is_the_symmetric_score_negated() {
+        let dim = 130;
+        let rows = 1_100; // more than one 1,024-row chunk
+        let data: Vec<f32> = (0..dim * rows)
+            .map(|i| ((i * 37 % 101) as f32 / 50.0) - 1.0)
+            .collect();
+        let config = BinaryConfig {
+            query: QueryEncoding::Symmetric,
+            ..BinaryConfig::default()
+        };
+        let codes = BinaryQuantizer::train(&data, dim, &config)
+            .and_then(|q| q.encode_all(&data))
+            .expect("codes");
+        let query = &data[5 * dim..6 * dim];
+        let Ok(BinaryQuery::Symmetric(code)) = codes.prepare(query) else {
+            panic!("a symmetric query");
+        };
+        let mut distances = vec![0u32; rows];
+        codes.hamming_all(&code, &mut distances);
+        let mut scores = vec![0f32; rows];
+        codes.score_all(&BinaryQuery::Symmetric(code), &mut scores);
+        assert_eq!(distances[5], 0);
+        for (d, s) in distances.iter().zip(&scores) {
+            assert_eq!(-(*d as f32), *s);
         }
     }
 }

@@ -1,8 +1,10 @@
 //! What a query pays for the fresh tail: the exact f32 scan of a growing
 //! buffer against its SQ8 scan with exact rescoring of the best `keep`,
-//! on real embeddings (the first `rows` of a dataset as the tail, its
-//! queries against them), alternated A/B over rounds. Recall is against the
-//! exact scan of the same tail.
+//! and against the sign-bit shortlist ranked again by SQ8 (what the buffer
+//! searches with from `SHORTLIST_FROM_ROWS` rows) at several shortlist
+//! depths, on real embeddings (the first `rows` of a dataset as the tail,
+//! its queries against them), alternated over rounds. Recall is against
+//! the exact scan of the same tail.
 //!
 //! ```text
 //! cargo run --release -p eddy-segment --example tail_scan -- ../shared/datasets/debian-minilm 20000
@@ -11,10 +13,14 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use eddy_hnsw::{quantized_scan, shortlisted_scan, Vectors};
 use eddy_model::{IdType, Metric, PointId};
 use eddy_segment::{Growing, Neighbor};
 
 const K: usize = 10;
+
+/// One way of searching the tail.
+type Search<'a> = dyn Fn(&[f32]) -> Vec<Neighbor> + 'a;
 const ROUNDS: usize = 4;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -28,13 +34,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let queries = eddy_dataset::read_fvecs(&dir.join("queries-public.fvecs"), Some(1_000))?;
     let dim = base.row(0).len();
     let normalised = |v: &[f32]| {
-        let n = v
-            .iter()
-            .map(|x| x * x)
-            .sum::<f32>()
-            .sqrt()
-            .max(f32::MIN_POSITIVE);
-        v.iter().map(|x| x / n).collect::<Vec<f32>>()
+        let mut v = v.to_vec();
+        eddy_kernels::normalize(&mut v);
+        v
     };
     let started = Instant::now();
     let mut tail = Growing::new(dim, Metric::Cosine, IdType::U64).with_quantized_scan(1_024);
@@ -53,7 +55,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|q| tail.search(q, K, &|_| true))
         .collect();
     println!(
-        "{:>8} {:>10} {:>10} {:>8} {:>8}",
+        "{:>18} {:>10} {:>10} {:>8} {:>8}",
         "scan", "us/query", "spread", "xf32", "recall"
     );
     let time = |run: &dyn Fn(&[f32]) -> Vec<Neighbor>| {
@@ -69,32 +71,67 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let us = t.elapsed().as_secs_f64() * 1e6 / queries.len() as f64;
         (us, found as f64 / (queries.len() * K) as f64)
     };
-    for keep in [10, 20, 40, 80, 160] {
-        let mut f32_times = Vec::new();
-        let mut sq8_times = Vec::new();
-        let mut recall = 0.0;
-        for _ in 0..ROUNDS {
-            f32_times.push(time(&|q| tail.search(q, K, &|_| true)).0);
-            let (us, r) = time(&|q| tail.search_quantized(q, K, keep, &|_| true));
-            sq8_times.push(us);
-            recall = r;
+    let codes = tail.scan_codes().ok_or("the tail keeps no codes")?;
+    let vectors = Vectors::new(tail.vectors(), dim, Metric::Cosine);
+    let all = |_: u32| true;
+    let scan = |q: &[f32], keep: usize| -> Vec<Neighbor> {
+        quantized_scan(codes.sq8(), &vectors, q, K, keep, &all)
+            .into_iter()
+            .map(Neighbor::from)
+            .collect()
+    };
+    let shortlist = |q: &[f32], depth: usize| -> Vec<Neighbor> {
+        match codes.bits() {
+            Some(bits) => shortlisted_scan(bits, codes.sq8(), &vectors, q, K, depth, 40, &all)
+                .into_iter()
+                .map(Neighbor::from)
+                .collect(),
+            None => Vec::new(),
         }
-        let median = |v: &mut Vec<f64>| {
-            v.sort_by(f64::total_cmp);
-            (v[v.len() / 2], v[0], v[v.len() - 1])
-        };
-        let (f, _, _) = median(&mut f32_times);
-        let (s, lo, hi) = median(&mut sq8_times);
+    };
+    let rows = tail.rows();
+    let mut variants: Vec<(String, Box<Search<'_>>)> = vec![
+        ("f32".into(), Box::new(|q: &[f32]| tail.search(q, K, &all))),
+        ("sq8/20".into(), Box::new(move |q: &[f32]| scan(q, 20))),
+        ("sq8/40".into(), Box::new(move |q: &[f32]| scan(q, 40))),
+    ];
+    for depth in [rows / 32, rows / 16, rows / 8] {
+        variants.push((
+            format!("bits/{depth}+sq8/40"),
+            Box::new(move |q: &[f32]| shortlist(q, depth)),
+        ));
+    }
+    variants.push((
+        "default".into(),
+        Box::new(|q: &[f32]| tail.search_quantized(q, K, 40, &all)),
+    ));
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
+    let mut recalls = vec![0.0; variants.len()];
+    for _ in 0..ROUNDS {
+        for (i, (_, run)) in variants.iter().enumerate() {
+            let (us, r) = time(run.as_ref());
+            times[i].push(us);
+            recalls[i] = r;
+        }
+    }
+    let f32_median = median(&mut times[0].clone()).0;
+    for (i, (name, _)) in variants.iter().enumerate() {
+        let (m, lo, hi) = median(&mut times[i]);
         println!(
-            "{:>8} {:>10.1} {:>4.0}-{:<5.0} {:>8.2} {:>8.4}",
-            format!("sq8/{keep}"),
-            s,
+            "{:>18} {:>10.1} {:>4.0}-{:<5.0} {:>8.2} {:>8.4}",
+            name,
+            m,
             lo,
             hi,
-            f / s,
-            recall
+            f32_median / m,
+            recalls[i]
         );
-        println!("{:>8} {:>10.1}", "f32", f);
     }
     Ok(())
+}
+
+/// Median, lowest and highest of `v`.
+fn median(v: &mut [f64]) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[0], v[v.len() - 1])
 }

@@ -34,7 +34,10 @@ pub use index_file::{
 };
 pub use reader::Segment;
 pub use resident::HugePageBytes;
-pub use scan_codes::{scan_quantizer, scan_rescore_depth, train_scan_codes, SCAN_CODES_FROM_ROWS};
+pub use scan_codes::{
+    scan_quantizer, scan_rescore_depth, scan_shortlist_depth, train_scan_codes, ScanCodes,
+    SCAN_CODES_FROM_ROWS, SHORTLIST_FROM_ROWS, SHORTLIST_MIN_DIM,
+};
 pub use sealed::{
     build_index, check_index, filter_rows, search_sealed, IndexParams, Quantization, SealedQuery,
     DEFAULT_EF, MIN_GRAPH_ROWS,

@@ -7,13 +7,12 @@ use std::path::Path;
 
 use eddy_filter::{Filter, IndexError, Plan, Planner, RoaringBitmap};
 use eddy_hnsw::{
-    exact_scan, quantized_scan, GraphView, HnswParams, Query, ScanRows, SearchContext, Sq8View,
-    Vectors,
+    exact_scan, GraphView, HnswParams, Query, ScanRows, SearchContext, Sq8View, Vectors,
 };
-use eddy_quant::sq8::{Sq8Codes, Sq8Config, Sq8Quantizer};
+use eddy_quant::sq8::{Sq8Config, Sq8Quantizer};
 
 use crate::index_file::{IndexFile, IndexSection, IndexWriter};
-use crate::scan_codes::scan_rescore_depth;
+use crate::scan_codes::{scan_rescore_depth, ScanCodes};
 use crate::search::{neighbors, Neighbor};
 use crate::{Error, Result, Segment};
 
@@ -258,7 +257,7 @@ pub fn filter_rows(seg: &Segment, filter: &Filter) -> RoaringBitmap {
 pub fn search_sealed(
     seg: &Segment,
     index: Option<&IndexFile>,
-    scan_codes: Option<&Sq8Codes>,
+    scan_codes: Option<&ScanCodes>,
     query: &[f32],
     q: &SealedQuery<'_>,
     accept: &dyn Fn(u32) -> bool,
@@ -285,9 +284,7 @@ pub fn search_sealed(
         // codes and the query lets codes rank rows.
         let codes = scan_codes.filter(|_| !q.exact && q.quantization != Quantization::None);
         return neighbors(match codes {
-            Some(codes) => {
-                quantized_scan(codes, &vectors, query, q.k, scan_rescore_depth(q.k), accept)
-            }
+            Some(codes) => codes.search(&vectors, query, q.k, scan_rescore_depth(q.k), accept),
             None => exact_scan(&vectors, query, q.k, ScanRows::All(accept)),
         });
     };

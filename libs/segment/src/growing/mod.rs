@@ -9,12 +9,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use eddy_hnsw::{exact_scan, quantized_scan, ScanRows, Vectors};
+use eddy_hnsw::{exact_scan, ScanRows, Vectors};
 use eddy_model::{FieldType, IdType, Metric, PointId};
-use eddy_quant::sq8::Sq8Codes;
-use eddy_quant::CodeScorer as _;
 
-use crate::scan_codes::scan_quantizer;
+use crate::scan_codes::ScanCodes;
 use crate::search::{neighbors, Neighbor};
 use crate::{Result, SegmentWriter};
 
@@ -96,12 +94,12 @@ pub struct Growing {
     live_rows: usize,
     current: HashMap<PointId, u32>,
     touched: HashMap<PointId, Touch>,
-    /// From how many rows on the buffer keeps SQ8 codes (None: never).
+    /// From how many rows on the buffer keeps scan codes (None: never).
     quantize_from: Option<usize>,
     /// Ids touched since the owner last took them (None: not kept).
     journal: Option<Vec<PointId>>,
-    /// SQ8 codes of every row once kept, for [`Growing::search_quantized`].
-    codes: Option<Sq8Codes>,
+    /// Scan codes of every row once kept, for [`Growing::search_quantized`].
+    codes: Option<ScanCodes>,
 }
 
 impl Growing {
@@ -127,10 +125,10 @@ impl Growing {
         }
     }
 
-    /// Keeps SQ8 codes of the rows from the moment the buffer holds
-    /// `min_rows` rows (the range is trained on the rows then held), so
-    /// [`Growing::search_quantized`] reads a quarter of the bytes an f32
-    /// scan reads. For a buffer that is searched while it grows (the query
+    /// Keeps scan codes of the rows ([`ScanCodes`]: SQ8, and sign bits for
+    /// cosine embeddings) from the moment the buffer holds `min_rows` rows
+    /// (trained on the rows then held), so [`Growing::search_quantized`]
+    /// reads a fraction of the bytes an f32 scan reads. For a buffer that is searched while it grows (the query
     /// tail); ingest's buffer is only sealed and never pays for codes.
     pub fn with_quantized_scan(mut self, min_rows: usize) -> Self {
         self.quantize_from = Some(min_rows.max(1));
@@ -159,9 +157,20 @@ impl Growing {
             .unwrap_or_default()
     }
 
-    /// Whether the buffer keeps SQ8 codes (searches scan them).
+    /// Whether the buffer keeps scan codes (searches scan them).
     pub fn is_quantized(&self) -> bool {
         self.codes.is_some()
+    }
+
+    /// Every row's vector, row-major (replaced and deleted rows included:
+    /// row `r` is `r * dim..(r + 1) * dim`).
+    pub fn vectors(&self) -> &[f32] {
+        &self.vectors
+    }
+
+    /// The buffer's scan codes, once kept.
+    pub fn scan_codes(&self) -> Option<&ScanCodes> {
+        self.codes.as_ref()
     }
 
     /// Vector dimension.
@@ -191,10 +200,7 @@ impl Growing {
 
     /// Approximate heap bytes held by rows.
     pub fn approx_bytes(&self) -> usize {
-        let codes = self
-            .codes
-            .as_ref()
-            .map_or(0, |c| c.codes().len() + c.corrections().len() * 4);
+        let codes = self.codes.as_ref().map_or(0, ScanCodes::bytes);
         self.vectors.len() * 4 + self.payload_bytes.len() + self.ids.len() * 48 + codes
     }
 
@@ -259,9 +265,7 @@ impl Growing {
         let dim = self.dim;
         let codes = match self.codes.take() {
             Some(codes) => Some(codes),
-            None if self.ids.len() >= from => {
-                scan_quantizer(&self.vectors, dim, self.metric).map(Sq8Codes::empty)
-            }
+            None if self.ids.len() >= from => ScanCodes::trained(&self.vectors, dim, self.metric),
             None => return,
         };
         let Some(mut codes) = codes else {
@@ -372,7 +376,7 @@ impl Growing {
         let mut next = Growing::new(self.dim, self.metric, self.id_type);
         // The pruned buffer keeps the trained range: no retraining per prune.
         next.quantize_from = self.quantize_from;
-        next.codes = self.codes.as_ref().map(|c| Sq8Codes::empty(*c.quantizer()));
+        next.codes = self.codes.as_ref().map(ScanCodes::emptied);
         for r in 0..self.ids.len() as u32 {
             let row = self.row(r);
             if self.live[r as usize] && keep(row.partition, row.offset) {
@@ -405,10 +409,10 @@ impl Growing {
     }
 
     /// The `k` closest live rows like [`Growing::search`], found by scanning
-    /// the SQ8 codes and rescoring the best `keep` exactly, once the buffer
-    /// keeps codes ([`Growing::with_quantized_scan`]); exactly until then.
-    /// Scores are exact; a true top-`k` row is missed only when its code
-    /// ranks below `keep`.
+    /// the codes and rescoring the best `keep` exactly, once the buffer
+    /// keeps codes ([`Growing::with_quantized_scan`], [`ScanCodes::search`]);
+    /// exactly until then. Scores are exact; a true top-`k` row is missed
+    /// only when its codes rank it out of the shortlist or below `keep`.
     pub fn search_quantized(
         &self,
         query: &[f32],
@@ -421,7 +425,7 @@ impl Growing {
         };
         let vectors = Vectors::new(&self.vectors, self.dim, self.metric);
         let live = |row: u32| self.live[row as usize] && accept(row);
-        neighbors(quantized_scan(codes, &vectors, query, k, keep, &live))
+        neighbors(codes.search(&vectors, query, k, keep, &live))
     }
 }
 

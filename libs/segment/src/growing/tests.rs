@@ -106,9 +106,9 @@ fn a_quantized_tail_answers_like_the_exact_scan() {
         }
     }
     // A prune keeps the trained range and codes every row it keeps.
-    let before = g.codes.as_ref().map(|c| *c.quantizer());
+    let before = g.codes.as_ref().map(|c| *c.sq8().quantizer());
     g.prune_below(&BTreeMap::from([(0, 500)]));
-    assert_eq!(g.codes.as_ref().map(|c| *c.quantizer()), before);
+    assert_eq!(g.codes.as_ref().map(|c| *c.sq8().quantizer()), before);
     assert_eq!(g.codes.as_ref().map(|c| c.len()), Some(g.rows()));
     let query = unit(42, dim);
     let exact = g.search(&query, 5, &|_| true);

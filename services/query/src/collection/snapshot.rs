@@ -9,8 +9,7 @@ use std::sync::Arc;
 
 use eddy_manifest::{Manifest, SegmentEntry, Store};
 use eddy_model::{CollectionDef, FieldType, PointId};
-use eddy_quant::sq8::Sq8Codes;
-use eddy_segment::{train_scan_codes, IndexFile, Residency, Segment};
+use eddy_segment::{train_scan_codes, IndexFile, Residency, ScanCodes, Segment};
 use roaring::RoaringBitmap;
 
 /// A sealed segment as served: the map and its delete bitmap.
@@ -30,7 +29,7 @@ pub struct LoadedSegment {
     /// Until the index file comes: SQ8 codes of the segment's rows, trained
     /// and held in memory at load (from [`eddy_segment::SCAN_CODES_FROM_ROWS`] rows), so a
     /// search scans them instead of every f32 row.
-    pub scan_codes: Option<Arc<Sq8Codes>>,
+    pub scan_codes: Option<Arc<ScanCodes>>,
     /// The payload fields its payload index covers, with their types (a
     /// filter on any other field reads the segment's payloads).
     pub indexed_fields: Arc<BTreeMap<String, FieldType>>,
@@ -273,9 +272,7 @@ impl Snapshot {
             .iter()
             .map(|s| {
                 let index = s.index.as_ref().map_or(0, |i| i.file_len());
-                let codes = s.scan_codes.as_ref().map_or(0, |c| {
-                    c.codes().len() + std::mem::size_of_val(c.corrections())
-                });
+                let codes = s.scan_codes.as_ref().map_or(0, |c| c.bytes());
                 (s.segment.file_len() + index + codes) as u64
             })
             .sum()
@@ -384,7 +381,7 @@ mod tests {
             .collect()
     }
 
-    fn codes_of(s: &Snapshot) -> Option<&Arc<Sq8Codes>> {
+    fn codes_of(s: &Snapshot) -> Option<&Arc<ScanCodes>> {
         s.segments[0].scan_codes.as_ref()
     }
 
@@ -409,8 +406,8 @@ mod tests {
         let v1 = load(&manifest, &Snapshot::default());
         assert!(v1.quarantined.is_empty(), "{:?}", v1.quarantined);
         let codes = codes_of(&v1).expect("scan codes for an unindexed segment");
-        assert_eq!(codes.codes().len(), rows as usize * DIM);
-        assert!(v1.file_bytes() >= bytes + codes.codes().len() as u64);
+        assert_eq!(codes.sq8().codes().len(), rows as usize * DIM);
+        assert!(v1.file_bytes() >= bytes + codes.bytes() as u64);
 
         manifest.version = 2;
         let v2 = load(&manifest, &v1);
