@@ -263,8 +263,9 @@ pub fn read_in_process(path: &Path) -> anyhow::Result<PeerResults> {
 
 #[derive(Deserialize)]
 struct ServedJson {
+    /// `null` for a peer that did not run (Qdrant's server without its binary).
     #[serde(default)]
-    versions: BTreeMap<String, String>,
+    versions: BTreeMap<String, Option<String>>,
     #[serde(default)]
     setup: BTreeMap<String, BTreeMap<String, f64>>,
     #[serde(default)]
@@ -336,7 +337,11 @@ pub fn read_served(path: &Path) -> anyhow::Result<PeerResults> {
         .collect();
     Ok(PeerResults {
         curves,
-        versions: json.versions,
+        versions: json
+            .versions
+            .into_iter()
+            .filter_map(|(package, version)| Some((package, version?)))
+            .collect(),
         setup,
         unavailable: json.unavailable,
     })
@@ -400,5 +405,25 @@ mod tests {
             r.unavailable.get("qdrant-server").map(String::as_str),
             Some("not built")
         );
+    }
+
+    /// Without Qdrant's server the script writes its version as `null`:
+    /// the served curves (Milvus, eddy) are still read, the version left
+    /// out (the run of 2026-12-04 lost its whole served section to this).
+    #[test]
+    fn a_peer_without_a_version_keeps_the_served_curves() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let p = dir.path().join("served.json");
+        std::fs::write(
+            &p,
+            r#"{"client": "python", "versions": {"milvus": "2.3.5", "qdrant": null},
+                "series": [{"name": "milvus", "engine": "milvus", "api": "grpc", "batch": 1,
+                  "points": [{"ef": 32, "recall10": 0.95, "qps": 450.0}]}]}"#,
+        )
+        .expect("write");
+        let r = read_served(&p).expect("reads");
+        assert_eq!(r.curves.len(), 1);
+        assert_eq!(r.versions.get("milvus").map(String::as_str), Some("2.3.5"));
+        assert!(!r.versions.contains_key("qdrant"));
     }
 }
