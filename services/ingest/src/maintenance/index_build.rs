@@ -65,20 +65,33 @@ impl Maintenance {
             .inc();
     }
 
-    /// Builds, writes and publishes the index of one segment.
-    fn index_segment(&self, collection: &str, segment: &str) -> Result<Built, MaintenanceError> {
-        let mut lease = self
-            .store
-            .take_lease(collection, "index", self.write_lease, None)?;
+    /// Builds segment `segment`'s graph and codes on the maintenance pool
+    /// into a new index file; its name, or `None` below the graph
+    /// threshold. Index builds and merges (before they publish) both write
+    /// through here.
+    pub(super) fn write_index(
+        &self,
+        collection: &str,
+        segment: &str,
+    ) -> Result<Option<String>, MaintenanceError> {
         let seg = Segment::open(&self.store.fetch_segment(collection, segment)?)?;
         let name = self.store.new_index_name(segment);
         let path = self.store.index_path(collection, &name);
         let written = self
             .pool
             .install(|| eddy_segment::build_index(&seg, &self.params, &path))?;
-        if written.is_none() {
+        Ok(written.map(|_| name))
+    }
+
+    /// Builds, writes and publishes the index of one segment.
+    fn index_segment(&self, collection: &str, segment: &str) -> Result<Built, MaintenanceError> {
+        let mut lease = self
+            .store
+            .take_lease(collection, "index", self.write_lease, None)?;
+        let Some(name) = self.write_index(collection, segment)? else {
             return Ok(Built::Superseded);
-        }
+        };
+        let path = self.store.index_path(collection, &name);
         fail::fail_point!("index::before_publish");
         lease.keep_for_publish(self.write_lease)?;
         let updated = self.store.update::<MaintenanceError>(collection, |latest| {

@@ -230,24 +230,6 @@ impl Maintenance {
         }
     }
 
-    /// Builds the merged segment's graph and codes before it is published,
-    /// so its inputs (indexed, mostly) are never replaced by a segment that
-    /// queries would scan exactly until a later build. `None` below the
-    /// graph threshold.
-    fn index_merged(
-        &self,
-        collection: &str,
-        segment: &str,
-    ) -> Result<Option<String>, MaintenanceError> {
-        let seg = Segment::open(&self.store.fetch_segment(collection, segment)?)?;
-        let name = self.store.new_index_name(segment);
-        let path = self.store.index_path(collection, &name);
-        let written = self
-            .pool
-            .install(|| eddy_segment::build_index(&seg, &self.params, &path))?;
-        Ok(written.map(|_| name))
-    }
-
     /// Writes and publishes the merge under a lease that keeps garbage
     /// collection away from its files until they are published.
     fn merge_under_lease(
@@ -260,7 +242,10 @@ impl Maintenance {
             .store
             .take_lease(&def.name, "merge", self.write_lease, None)?;
         let mut merged = write_merged(&self.store, def, manifest, inputs)?;
-        merged.index = self.index_merged(&def.name, &merged.id)?;
+        // The graph is built before publishing, so the inputs (indexed,
+        // mostly) are never replaced by a segment queries would scan until
+        // a later build.
+        merged.index = self.write_index(&def.name, &merged.id)?;
         fail::fail_point!("merge::before_publish");
         lease.keep_for_publish(self.write_lease)?;
         Ok((publish_merged(&self.store, &def.name, &merged)?, merged))
