@@ -34,7 +34,7 @@ use tokio::time::Instant;
 pub use matched::{qps_at, ratio_at, AtRecall, Curve, CurvePoint, Ratio};
 pub use peers::PeerResults;
 
-pub use workloads::{run as run_workloads, EddyRuns, Mixed, Plan, Scroll, Sweep, Target};
+pub use workloads::{run as run_workloads, EddyRuns, Mixed, Plan, Scroll, Settled, Sweep, Target};
 
 use crate::dataset::{Dataset, SAMPLE_DIR};
 use crate::encode::Format;
@@ -80,6 +80,11 @@ pub struct SuiteArgs {
     /// Seconds per load phase.
     #[arg(long, env = "EDDY_SUITE_DURATION", default_value_t = 5.0)]
     pub duration: f64,
+    /// Seconds of each mixed read/write phase and of its read-only
+    /// reference: long enough for the writer's seals, merges and graph
+    /// builds to show, not only its first seconds.
+    #[arg(long, env = "EDDY_SUITE_MIXED_DURATION", default_value_t = 20.0)]
+    pub mixed_duration: f64,
     /// Rounds of every A/B comparison (order reversed each round).
     #[arg(long, env = "EDDY_SUITE_ROUNDS", default_value_t = 2)]
     pub rounds: usize,
@@ -215,6 +220,8 @@ pub struct SuiteReport {
     pub queries: usize,
     /// Seconds per phase.
     pub duration_s: f64,
+    /// Seconds of each mixed phase and of its read-only reference.
+    pub mixed_duration_s: f64,
     /// Rounds of each A/B comparison.
     pub rounds: usize,
     /// The recall target of the load phases.
@@ -341,6 +348,7 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
         dim: ds.dim(),
         queries: ds.queries.rows(),
         duration_s: args.duration,
+        mixed_duration_s: args.mixed_duration,
         rounds: args.rounds,
         target_recall: args.target_recall,
         workers: args.workers,
@@ -406,6 +414,7 @@ async fn measure_served(
             dataset: args.dataset.clone(),
             queries: args.queries,
             duration: args.duration,
+            mixed_duration: args.mixed_duration,
             rounds: args.rounds,
             ef: args.ef.clone(),
             workers: args.workers,
@@ -415,7 +424,18 @@ async fn measure_served(
             exchange_batches: args.exchange_batches,
             target_recall: args.target_recall,
         };
-        let eddy = workloads::run(&target, &plan).await?;
+        // Each mixed phase's read-only reference meets the collection as
+        // the sweeps did: sealed, indexed and merged.
+        let settle = async || {
+            wait_indexed(&client, &store, COLLECTION, INDEX_TIMEOUT).await?;
+            let s = wait_converged(&client, &store, COLLECTION, CONVERGE_TIMEOUT).await?;
+            anyhow::Ok(workloads::Settled {
+                segments: s.segments,
+                indexed: s.indexed,
+                waited_s: s.waited.as_secs_f64(),
+            })
+        };
+        let eddy = workloads::run(&target, &plan, settle).await?;
         let mut peer_results = PeerResults::default();
         if args.peers.contains(&PeerSet::Served) {
             // The mixed phases left a tail and new segments: the peers

@@ -235,14 +235,15 @@ fn other_modes(r: &SuiteReport) -> Section {
 
 fn mixed(r: &SuiteReport) -> Section {
     let mut s = Section::new("Mixed read/write and freshness");
-    s.text(format!("A background writer upserts base rows at each rate ({}) while {} closed-loop HTTP workers search, and freshness probes (10/s, one protobuf event each) re-publish rows and poll until the new version is served. Each mixed phase is compared with the same loop, read-only (no writer, no probes), run just before it. Broker → visible runs from the broker's timestamp (named in the table) to the first answer holding the event; produce → visible from the send. Cores: CPU seconds over wall seconds of each process during the phase; the broker runs on the same 2 cores here, so its share is taken from eddy.",
+    s.text(format!("A background writer upserts base rows at each rate ({}) while {} closed-loop HTTP workers search for {:.0} s, and freshness probes (10/s, one protobuf event each) re-publish rows and poll until the new version is served. Each mixed phase is compared with the same loop, read-only (no writer, no probes), run just before it for as long, on the settled collection: the suite first waits until the previous phase's tail is sealed, every graph built and the idle merge done (the segments it found and the wait are in the table), so every rate starts from the collection the sweeps measured. Broker → visible runs from the broker's timestamp (named in the table) to the first answer holding the event; produce → visible from the send. Cores: CPU seconds over wall seconds of each process during the phase; the broker runs on the same 2 cores here, so its share is taken from eddy.",
         if r.write_batch > 1 { format!("Arrow batches of up to {} points", r.write_batch) } else { "one protobuf event per point".to_owned() },
-        r.workers));
+        r.workers, r.mixed_duration_s));
     let mut t = Table::new(&[
         "write rate",
         "writer achieved",
         "q/s",
         "read-only just before",
+        "settled: segments (with a graph), waited",
         "of read-only",
         "recall@10",
         "probes visible",
@@ -270,6 +271,9 @@ fn mixed(r: &SuiteReport) -> Section {
                 .map_or("-".into(), |w| format!("{:.0}/s", w.events_per_s)),
             p.map_or("-".into(), |p| format!("{:.0}", p.queries_per_s)),
             m.read_only_qps.map_or("-".into(), |q| format!("{q:.0}")),
+            m.settled.map_or("not settled".into(), |s| {
+                format!("{} ({}), {:.1} s", s.segments, s.indexed, s.waited_s)
+            }),
             m.ratio_to_read_only
                 .map_or("-".into(), |x| format!("{x:.2}×")),
             p.and_then(|p| p.recall)

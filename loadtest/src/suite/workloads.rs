@@ -49,6 +49,10 @@ pub struct Plan {
     pub queries: Option<usize>,
     /// Seconds per phase.
     pub duration: f64,
+    /// Seconds of each mixed read/write phase and of its read-only
+    /// reference (longer than `duration`: a writer's cost shows once seals,
+    /// merges and graph builds start, not in its first seconds).
+    pub mixed_duration: f64,
     /// Rounds of the A/B sweeps.
     pub rounds: usize,
     /// The `ef` sweep.
@@ -90,15 +94,30 @@ pub struct Mixed {
     pub write_rate: f64,
     /// The driver's report (phase, freshness, writer).
     pub report: Report,
-    /// The same closed loop without writer or probes, run just before
-    /// (q/s): the reference the mixed phase is compared with, so drift
-    /// over the suite's run does not enter the ratio.
+    /// The same closed loop without writer or probes, run just before on
+    /// the settled collection (q/s): the reference the mixed phase is
+    /// compared with, so neither drift over the suite's run nor the
+    /// previous phase's unsettled tail enters the ratio.
     pub read_only_qps: Option<f64>,
+    /// The collection the reference ran on (`None`: it did not settle in
+    /// time, and the reference ran on whatever state was there).
+    pub settled: Option<Settled>,
     /// Query throughput over `read_only_qps`.
     pub ratio_to_read_only: Option<f64>,
     /// Cores each accounted process used over the phase (CPU seconds over
     /// wall seconds).
     pub cpu_cores: Vec<(String, f64)>,
+}
+
+/// A settled collection, as the reference of a mixed phase found it.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Settled {
+    /// Segments served.
+    pub segments: usize,
+    /// Of which carry a graph.
+    pub indexed: usize,
+    /// Seconds waited for it (seals, graph builds, the idle merge).
+    pub waited_s: f64,
 }
 
 /// The scroll export: every live point, page after page.
@@ -174,8 +193,16 @@ impl CpuClock {
     }
 }
 
-/// Runs every workload of `plan` against `target`, in order.
-pub async fn run(target: &Target, plan: &Plan) -> anyhow::Result<EddyRuns> {
+/// Runs every workload of `plan` against `target`, in order. `settle`
+/// waits until the collection is settled (tail sealed, graphs built,
+/// segments merged) and says how it found it; each mixed phase's read-only
+/// reference runs after it, so every rate is compared with the same
+/// collection rather than with what the previous rate's writer left.
+pub async fn run(
+    target: &Target,
+    plan: &Plan,
+    settle: impl AsyncFn() -> anyhow::Result<Settled>,
+) -> anyhow::Result<EddyRuns> {
     let mut out = EddyRuns {
         sweeps: sweeps(target, plan).await?,
         ..EddyRuns::default()
@@ -230,7 +257,21 @@ pub async fn run(target: &Target, plan: &Plan) -> anyhow::Result<EddyRuns> {
         let mut a = QueryArgs {
             workers: plan.workers,
             warmup: 0.0,
+            duration: plan.mixed_duration,
             ..base(Api::Http)
+        };
+        let settled = match settle().await {
+            Ok(s) => {
+                tracing::info!(segments = s.segments, waited_s = s.waited_s, "settled");
+                Some(s)
+            }
+            Err(e) => {
+                tracing::warn!(error = format!("{e:#}"), "the collection did not settle");
+                out.notes.push(format!(
+                    "mixed read/write at {rate} events/s: the collection did not settle before its read-only reference ({e:#})"
+                ));
+                None
+            }
         };
         // The reference: the same loop, read-only, right before (an A/B
         // pair per rate, as the sweeps alternate).
@@ -257,6 +298,7 @@ pub async fn run(target: &Target, plan: &Plan) -> anyhow::Result<EddyRuns> {
                 out.mixed.push(Mixed {
                     write_rate: rate,
                     read_only_qps: read_only,
+                    settled,
                     ratio_to_read_only: qps.zip(read_only).map(|(q, r)| q / r.max(1e-9)),
                     cpu_cores: cpu.cores(),
                     report,

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::Parser as _;
 use eddy_loadtest::broker::Tansu;
 use eddy_loadtest::http::QueryClient;
+use eddy_loadtest::suite::Settled;
 use tokio::time::Instant;
 
 /// Partitions of every test topic.
@@ -148,6 +149,32 @@ impl Cluster {
             assert!(
                 Instant::now() < deadline,
                 "{collection}: count {last:?}, not {expected}, after 120 s"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits until `collection`'s query tail is empty (every event sealed
+    /// and served from a segment; 120 s at most) and says how it found the
+    /// collection: the suite's settle step in this cluster, whose graphs
+    /// are off.
+    pub async fn wait_settled(&self, collection: &str) -> anyhow::Result<Settled> {
+        let client = self.client(collection);
+        let started = Instant::now();
+        loop {
+            let info = client.info().await?;
+            let status = &info["status"];
+            if status["tail_rows"].as_u64() == Some(0) {
+                let count = |k: &str| status[k].as_u64().map_or(0, |n| n as usize);
+                return Ok(Settled {
+                    segments: count("segments"),
+                    indexed: count("indexed_segments"),
+                    waited_s: started.elapsed().as_secs_f64(),
+                });
+            }
+            anyhow::ensure!(
+                started.elapsed() < Duration::from_secs(120),
+                "{collection}: tail not sealed within 120 s: {status}"
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

@@ -50,6 +50,7 @@ async fn the_suite_runs_every_workload_and_writes_its_report() {
         dataset: eddy_loadtest::dataset::SAMPLE_DIR.into(),
         queries: Some(50),
         duration: 0.3,
+        mixed_duration: 0.5,
         rounds: 2,
         ef: vec![16, 64],
         workers: 2,
@@ -60,7 +61,12 @@ async fn the_suite_runs_every_workload_and_writes_its_report() {
         exchange_batches: 3,
         target_recall: 0.95,
     };
-    let runs = suite::run_workloads(&target, &plan)
+    let settles = std::sync::atomic::AtomicUsize::new(0);
+    let settle = async || {
+        settles.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        cluster.wait_settled(COLLECTION).await
+    };
+    let runs = suite::run_workloads(&target, &plan, settle)
         .await
         .expect("the workloads run");
 
@@ -119,7 +125,16 @@ async fn the_suite_runs_every_workload_and_writes_its_report() {
             m.read_only_qps.is_some_and(|q| q > 0.0),
             "a read-only reference beside each mixed phase"
         );
+        // ... run on the settled collection: the previous phase's probes
+        // sealed into segments first.
+        let settled = m.settled.expect("settled before the reference");
+        assert!(settled.segments >= 1, "{settled:?}");
     }
+    assert_eq!(
+        settles.load(std::sync::atomic::Ordering::Relaxed),
+        plan.write_rates.len(),
+        "one settle before each mixed phase's reference"
+    );
     assert!(
         !runs.notes.iter().any(|n| n.contains("mixed")),
         "{:?}",
@@ -154,6 +169,7 @@ async fn the_suite_runs_every_workload_and_writes_its_report() {
         dim: 384,
         queries: 50,
         duration_s: plan.duration,
+        mixed_duration_s: plan.mixed_duration,
         rounds: plan.rounds,
         target_recall: plan.target_recall,
         workers: plan.workers,
@@ -181,6 +197,10 @@ async fn the_suite_runs_every_workload_and_writes_its_report() {
     assert!(md.contains("| 16 | 1.0000 |"), "sweep rows:\n{md}");
     assert!(md.contains("eddy DoExchange ×10 (10 queries per request, 2 rounds)"));
     assert!(md.contains("10000 points in"));
+    assert!(
+        md.contains("on the settled collection") && !md.contains("not settled"),
+        "the mixed rows name their settled reference:\n{md}"
+    );
     let html = std::fs::read_to_string(out.path().join("report.html")).expect("report.html");
     // Three curve charts, latency against load, freshness against writes
     // and over time (one line per write rate).
