@@ -1,0 +1,131 @@
+//! What deleted rows cost a walk: a graph over every row of a dataset, a
+//! share of its rows deleted (the walk routes through them but returns
+//! only live rows), against a graph built over the live rows alone, at the
+//! same `ef` sweep. Under upserts a sealed segment's rows are deleted one
+//! by one until compaction rewrites it, and every query walks it meanwhile;
+//! this says how much that costs at matched recall. Recall@10 is against
+//! the exact scan of the live rows.
+//!
+//! ```text
+//! cargo run --release -p eddy-hnsw --example deleted_walk -- ../shared/datasets/debian-minilm
+//! ```
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use eddy_hnsw::{
+    exact_scan, search_into, Graph, HnswParams, Query, ScanRows, SearchContext, Vectors,
+};
+use eddy_model::Metric;
+
+const K: usize = 10;
+const EFS: [usize; 6] = [10, 16, 32, 64, 128, 256];
+const SHARES: [f64; 5] = [0.0, 0.25, 0.5, 0.75, 0.9];
+
+/// Whether row `i` is deleted at `share`: a fixed pseudo-random order, so
+/// the rows deleted at 0.5 include those deleted at 0.25.
+fn deleted(i: usize, share: f64) -> bool {
+    let h = (i as u64 ^ 0x9E37_79B9_7F4A_7C15).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    let h = (h ^ (h >> 31)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    ((h >> 11) as f64 / (1u64 << 53) as f64) < share
+}
+
+/// One way of searching: the query, and the `(row, score)` hits it fills.
+type Search<'a> = dyn FnMut(&[f32], &mut Vec<(u32, f32)>) + 'a;
+
+/// µs per query and recall@10 of `run` over `queries` against `truth`.
+fn measure(queries: &[Vec<f32>], truth: &[Vec<u32>], run: &mut Search<'_>) -> (f64, f64) {
+    let mut out = Vec::new();
+    let t = Instant::now();
+    let mut found = 0usize;
+    for (q, want) in queries.iter().zip(truth) {
+        run(q, &mut out);
+        found += out.iter().filter(|(r, _)| want.contains(r)).count();
+    }
+    let us = t.elapsed().as_secs_f64() * 1e6 / queries.len() as f64;
+    (us, found as f64 / (queries.len() * K) as f64)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = PathBuf::from(
+        std::env::args()
+            .nth(1)
+            .unwrap_or_else(|| "../shared/datasets/debian-minilm".into()),
+    );
+    let base = eddy_dataset::read_fvecs(&dir.join("base.fvecs"), None)?;
+    let queries = eddy_dataset::read_fvecs(&dir.join("queries-public.fvecs"), Some(1_000))?;
+    let dim = base.row(0).len();
+    let normalised = |v: &[f32]| {
+        let mut v = v.to_vec();
+        eddy_kernels::normalize(&mut v);
+        v
+    };
+    let data: Vec<f32> = base.iter().flat_map(normalised).collect();
+    let queries: Vec<Vec<f32>> = queries.iter().map(normalised).collect();
+    let all = Vectors::new(&data, dim, Metric::Cosine);
+    let params = HnswParams::default();
+    let t = Instant::now();
+    let full = Graph::build(&all, &params)?;
+    println!(
+        "{} rows x {dim}, graph built in {:.1} s; {} queries, k={K}",
+        base.rows(),
+        t.elapsed().as_secs_f64(),
+        queries.len()
+    );
+    println!(
+        "{:>8} {:>5} {:>14} {:>8} {:>14} {:>8}",
+        "deleted", "ef", "walk us/query", "recall", "live-only us", "recall"
+    );
+    let mut ctx = SearchContext::default();
+    for share in SHARES {
+        let live: Vec<u32> = (0..base.rows())
+            .filter(|&i| !deleted(i, share))
+            .map(|i| i as u32)
+            .collect();
+        let is_live = |r: u32| !deleted(r as usize, share);
+        let truth: Vec<Vec<u32>> = queries
+            .iter()
+            .map(|q| {
+                exact_scan(&all, q, K, ScanRows::Listed(&live))
+                    .into_iter()
+                    .map(|(r, _)| r)
+                    .collect()
+            })
+            .collect();
+        // The live rows alone, renumbered, and their own graph.
+        let live_data: Vec<f32> = live
+            .iter()
+            .flat_map(|&r| {
+                data[r as usize * dim..(r as usize + 1) * dim]
+                    .iter()
+                    .copied()
+            })
+            .collect();
+        let live_vectors = Vectors::new(&live_data, dim, Metric::Cosine);
+        let live_graph = Graph::build(&live_vectors, &params)?;
+        for ef in EFS {
+            let walked = measure(&queries, &truth, &mut |q, out| {
+                let query = Query::new(K, ef).with_accept(&is_live);
+                search_into(&full.view(), &all, &query, q, &mut ctx, out);
+            });
+            let rebuilt = measure(&queries, &truth, &mut |q, out| {
+                search_into(
+                    &live_graph.view(),
+                    &live_vectors,
+                    &Query::new(K, ef),
+                    q,
+                    &mut ctx,
+                    out,
+                );
+                for (r, _) in out.iter_mut() {
+                    *r = live[*r as usize];
+                }
+            });
+            println!(
+                "{:>8.2} {ef:>5} {:>14.1} {:>8.4} {:>14.1} {:>8.4}",
+                share, walked.0, walked.1, rebuilt.0, rebuilt.1
+            );
+        }
+    }
+    Ok(())
+}
