@@ -41,6 +41,7 @@ use crate::encode::Format;
 use crate::http::QueryClient;
 use crate::produce::ProduceReport;
 use crate::services::{self, wait_converged, wait_indexed, ServiceConfig, Services};
+use eddy_manifest::Store;
 
 /// The suite's collection and topic.
 const COLLECTION: &str = "suite";
@@ -385,6 +386,18 @@ fn processes(services: &Services, broker_pid: Option<u32>) -> Vec<(String, u32)>
 
 type Measured = (Option<Ingest>, EddyRuns, Option<ColdStart>, PeerResults);
 
+/// Waits until the suite's collection is sealed, indexed and merged
+/// (`wait_indexed`, then `wait_converged`), and says how it found it.
+async fn settle(client: &QueryClient, store: &Store) -> anyhow::Result<Settled> {
+    wait_indexed(client, store, COLLECTION, INDEX_TIMEOUT).await?;
+    let s = wait_converged(client, store, COLLECTION, CONVERGE_TIMEOUT).await?;
+    Ok(Settled {
+        segments: s.segments,
+        indexed: s.indexed,
+        waited_s: s.waited.as_secs_f64(),
+    })
+}
+
 /// Ingest, workloads and served peers while the services run, then the
 /// cold start.
 async fn measure_served(
@@ -426,25 +439,15 @@ async fn measure_served(
         };
         // Each mixed phase's read-only reference meets the collection as
         // the sweeps did: sealed, indexed and merged.
-        let settle = async || {
-            wait_indexed(&client, &store, COLLECTION, INDEX_TIMEOUT).await?;
-            let s = wait_converged(&client, &store, COLLECTION, CONVERGE_TIMEOUT).await?;
-            anyhow::Ok(workloads::Settled {
-                segments: s.segments,
-                indexed: s.indexed,
-                waited_s: s.waited.as_secs_f64(),
-            })
-        };
-        let eddy = workloads::run(&target, &plan, settle).await?;
+        let eddy = workloads::run(&target, &plan, async || settle(&client, &store).await).await?;
         let mut peer_results = PeerResults::default();
         if args.peers.contains(&PeerSet::Served) {
             // The mixed phases left a tail and new segments: the peers
             // meet eddy sealed, merged and indexed again, as the sweeps did.
-            wait_indexed(&client, &store, COLLECTION, INDEX_TIMEOUT).await?;
-            let settled = wait_converged(&client, &store, COLLECTION, CONVERGE_TIMEOUT).await?;
+            let settled = settle(&client, &store).await?;
             tracing::info!(
                 segments = settled.segments,
-                waited_s = settled.waited.as_secs_f64(),
+                waited_s = settled.waited_s,
                 "converged"
             );
             tracing::info!("served peers");
