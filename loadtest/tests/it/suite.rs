@@ -118,8 +118,20 @@ async fn the_suite_runs_every_workload_and_writes_its_report() {
     assert_eq!(runs.mixed.len(), 2);
     for m in &runs.mixed {
         let f = m.report.freshness.as_ref().expect("probes ran");
-        assert_eq!((f.visible, f.timed_out), (3, 0), "at {}/s", m.write_rate);
-        assert_eq!(f.timeline.len(), 3, "one point per visible probe");
+        // Probes at 10/s over the whole mixed phase, not only its first
+        // `duration` seconds.
+        let probes = (plan.mixed_duration * 10.0).ceil() as u64;
+        assert_eq!(
+            (f.visible, f.timed_out),
+            (probes, 0),
+            "at {}/s",
+            m.write_rate
+        );
+        assert_eq!(
+            f.timeline.len() as u64,
+            probes,
+            "one point per visible probe"
+        );
         assert!(m.ratio_to_read_only.is_some());
         assert!(
             m.read_only_qps.is_some_and(|q| q > 0.0),

@@ -118,7 +118,7 @@ pub(super) async fn run(
         a.side.no_header = target.declared_format == Format::Protobuf;
         a.side.write_rate = rate;
         a.side.write_batch = plan.write_batch;
-        a.side.freshness = (plan.duration * PROBE_RATE).ceil() as u64;
+        a.side.freshness = (plan.mixed_duration * PROBE_RATE).ceil() as u64;
         a.side.freshness_rate = PROBE_RATE;
         tracing::info!(write_rate = rate, "mixed read/write");
         let cpu = CpuClock::start(&target.processes);
