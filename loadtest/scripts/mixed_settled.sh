@@ -13,8 +13,13 @@
 # Usage: loadtest/scripts/mixed_settled.sh [LABEL]
 # Environment: DATASET (default ../shared/datasets/debian-minilm), RATE
 # (2000), BATCH (49), SECONDS_MIXED (60), EF (32), WORKERS (4), OUT
-# (/tmp/eddy-mixed-LABEL); any EDDY_* variable of eddy-ingest or eddy-query
-# reaches them (e.g. EDDY_MERGE_DELETED_PCT=0 for an A/B).
+# (/tmp/eddy-mixed-LABEL), BIN_DIR (target/release: where eddy-loadtest,
+# eddy-ingest and eddy-query are, e.g. a copy of another build for an
+# A/B); any EDDY_* variable of eddy-ingest or eddy-query
+# reaches them (e.g. EDDY_MERGE_DELETED_PCT=0 for an A/B). PERF=1 records
+# eddy-query with `perf` (DWARF call graphs) during each phase into
+# $OUT/perf-<phase>.data and prints the top functions by self time, so
+# the read-only and mixed profiles can be set side by side.
 # Needs: cargo build --release -p eddy-loadtest -p eddy-ingest -p eddy-query
 set -euo pipefail
 
@@ -26,7 +31,7 @@ mixed_s=${SECONDS_MIXED:-60}
 ef=${EF:-32}
 workers=${WORKERS:-4}
 out=${OUT:-/tmp/eddy-mixed-$label}
-bin=target/release/eddy-loadtest
+bin=${BIN_DIR:-target/release}/eddy-loadtest
 mkdir -p "$out"
 
 "$bin" demo --dataset "$dataset" --rate 0 --format protobuf --queries 100 \
@@ -70,6 +75,26 @@ s = float(sys.argv[3])
 print("  cores used:", " ".join(f"{n} {(float(b[n]) - float(a.get(n, 0))) / s:.2f}" for n in sorted(b)))
 ' "$1" "$2" "$3"
 }
+# With PERF=1, records eddy-query for the next $1 seconds into
+# $out/perf-$2.data, in the background (its pid in $perf_pid).
+perf_pid=""
+profile() {
+    [ "${PERF:-0}" = 1 ] || return 0
+    local qpid
+    qpid=$(pgrep -x eddy-query | head -1)
+    perf record -q -F 299 --call-graph dwarf,16384 -p "$qpid" -o "$out/perf-$2.data" \
+        -- sleep "$1" > /dev/null 2>&1 &
+    perf_pid=$!
+}
+# Waits for the recording and prints its top functions by self time.
+profile_report() {
+    [ -n "$perf_pid" ] || return 0
+    wait "$perf_pid" || true
+    perf_pid=""
+    echo "  eddy-query, top functions by self time ($1):"
+    { perf report -i "$out/perf-$1.data" --no-children --sort symbol -g none --stdio 2>/dev/null \
+        | grep -E "^ +[0-9]" | head -25 | sed 's/ *$//; s/^/    /'; } || true
+}
 query() {
     "$bin" query --http "$http" --flight "$flight" --collection demo --dataset "$dataset" \
         --workers "$workers" --ef "$ef" "$@" 2>&1 | grep -E "^http|^background"
@@ -79,15 +104,19 @@ echo "== $label"
 status
 echo "read-only:"
 c0=$(cpu); t0=$SECONDS
+profile 12 readonly
 query --duration 15
 c1=$(cpu); cpu_delta "$c0" "$c1" $((SECONDS - t0))
+profile_report readonly
 ( end=$((SECONDS + mixed_s + 5)); while [ $SECONDS -lt $end ]; do status; sleep 2; done ) \
     > "$out/status.log" 2>&1 &
 echo "with a writer at $rate events/s (batches of $batch):"
 c0=$(cpu); t0=$SECONDS
+profile $((mixed_s > 30 ? 30 : mixed_s - 3)) mixed
 query --duration "$mixed_s" --brokers "$kafka" --format protobuf --no-header \
     --write-rate "$rate" --write-batch "$batch"
 c1=$(cpu); cpu_delta "$c0" "$c1" $((SECONDS - t0))
+profile_report mixed
 status
 echo "read-only right after:"
 c0=$(cpu); t0=$SECONDS

@@ -242,13 +242,13 @@ pub(crate) fn top_listed_into(
 
 /// The `k` best rows seen so far (a bounded min-heap on the score).
 #[derive(Debug, Clone)]
-struct TopK {
+pub(crate) struct TopK {
     k: usize,
     heap: BinaryHeap<Reverse<Item>>,
 }
 
 impl TopK {
-    fn new(k: usize) -> Self {
+    pub(crate) fn new(k: usize) -> Self {
         Self {
             k,
             heap: BinaryHeap::with_capacity(k + 1),
@@ -257,7 +257,7 @@ impl TopK {
 
     /// The score a row must beat to enter (minus infinity until full).
     #[inline]
-    fn threshold(&self) -> f32 {
+    pub(crate) fn threshold(&self) -> f32 {
         if self.heap.len() < self.k {
             f32::NEG_INFINITY
         } else {
@@ -267,7 +267,7 @@ impl TopK {
 
     /// Offers a row.
     #[inline]
-    fn push(&mut self, id: u32, score: f32) {
+    pub(crate) fn push(&mut self, id: u32, score: f32) {
         let it = Item { score, id };
         if self.heap.len() < self.k {
             self.heap.push(Reverse(it));
@@ -279,7 +279,7 @@ impl TopK {
     }
 
     /// The rows held, best first.
-    fn into_sorted(self) -> Vec<(u32, f32)> {
+    pub(crate) fn into_sorted(self) -> Vec<(u32, f32)> {
         self.heap
             .into_sorted_vec()
             .into_iter()
@@ -398,21 +398,31 @@ mod tests {
         }
     }
 
+    /// SQ8 codes of the rows `encoded` (of `dim`), trained on `trained`.
+    fn sq8_codes(
+        trained: &[f32],
+        encoded: &[f32],
+        dim: usize,
+        metric: Metric,
+    ) -> eddy_quant::sq8::Sq8Codes {
+        use eddy_quant::sq8::{Sq8Config, Sq8Quantizer};
+        let config = Sq8Config {
+            metric,
+            ..Sq8Config::default()
+        };
+        Sq8Quantizer::train(trained, dim, &config)
+            .and_then(|q| q.encode_all(encoded))
+            .expect("codes")
+    }
+
     #[test]
     fn quantized_scan_finds_the_exact_top_k_and_asks_only_candidates() {
-        use eddy_quant::sq8::{Sq8Config, Sq8Quantizer};
         let dim = 16;
         let d = data(500, dim);
         let query: Vec<f32> = (0..dim).map(|i| (i as f32 / 7.0).sin()).collect();
         for metric in [Metric::Dot, Metric::L2] {
             let v = Vectors::new(&d, dim, metric);
-            let config = Sq8Config {
-                metric,
-                ..Sq8Config::default()
-            };
-            let codes = Sq8Quantizer::train(&d, dim, &config)
-                .and_then(|q| q.encode_all(&d))
-                .expect("codes");
+            let codes = sq8_codes(&d, &d, dim, metric);
             let want = exact_scan(&v, &query, 5, ScanRows::All(&|r| !r.is_multiple_of(3)));
             let asked = std::cell::Cell::new(0usize);
             let accept = |r: u32| {
@@ -427,12 +437,61 @@ mod tests {
                 asked.get()
             );
             // Codes that do not cover the rows: the exact scan answers.
-            let short = Sq8Quantizer::train(&d, dim, &config)
-                .and_then(|q| q.encode_all(&d[..dim * 10]))
-                .expect("codes");
+            let short = sq8_codes(&d, &d[..dim * 10], dim, metric);
             assert_eq!(
                 quantized_scan(&short, &v, &query, 5, 50, &|r| !r.is_multiple_of(3)),
                 want
+            );
+        }
+    }
+
+    /// The listed SQ8 scan reads only the listed rows, keeps the best
+    /// accepted ones and reports exact scores: kept deep enough it is the
+    /// exact scan of the accepted listed rows; `accept` is asked only about
+    /// candidates; codes that do not cover the rows fall back to the exact
+    /// scan.
+    #[test]
+    fn the_listed_sq8_scan_finds_the_exact_top_k_of_the_listed_rows() {
+        use crate::{scan_sq8_listed, Sq8View};
+        let dim = 16;
+        let d = data(600, dim);
+        let query: Vec<f32> = (0..dim).map(|i| (i as f32 / 5.0).cos()).collect();
+        // One row in ten listed (the live rows of a mostly deleted graph).
+        let listed: Vec<u32> = (0..600).filter(|r| r % 10 == 4).collect();
+        for metric in [Metric::Cosine, Metric::Dot, Metric::L2] {
+            let v = Vectors::new(&d, dim, metric);
+            let codes = sq8_codes(&d, &d, dim, metric);
+            let view = Sq8View::from_codes(&codes);
+            let accepted = |r: u32| r % 20 != 4;
+            let rows: Vec<u32> = listed.iter().copied().filter(|&r| accepted(r)).collect();
+            let want = exact_scan(&v, &query, 5, ScanRows::Listed(&rows));
+            let asked = std::cell::Cell::new(0usize);
+            let accept = |r: u32| {
+                asked.set(asked.get() + 1);
+                accepted(r)
+            };
+            let got = scan_sq8_listed(&v, &view, &query, 5, listed.len(), &listed, &accept);
+            assert_eq!(got, want, "{metric}: every listed row kept");
+            let shallow = scan_sq8_listed(&v, &view, &query, 5, 20, &listed, &accept);
+            assert!(shallow.iter().all(|(r, _)| rows.contains(r)), "{metric}");
+            for (row, score) in &shallow {
+                let exact = exact_scan(&v, &query, 1, ScanRows::Listed(&[*row]));
+                assert_eq!(exact, vec![(*row, *score)], "{metric}: scores are exact");
+            }
+            asked.set(0);
+            scan_sq8_listed(&v, &view, &query, 5, 10, &listed, &accept);
+            assert!(
+                asked.get() < listed.len(),
+                "{metric}: accept asked {} times for {} listed rows",
+                asked.get(),
+                listed.len()
+            );
+            let short = sq8_codes(&d, &d[..dim * 10], dim, metric);
+            let short = Sq8View::from_codes(&short);
+            assert_eq!(
+                scan_sq8_listed(&v, &short, &query, 5, 10, &listed, &accepted),
+                want,
+                "{metric}: codes that do not cover the rows"
             );
         }
     }

@@ -65,7 +65,7 @@ fn golden_file_of_the_current_format_reopens() {
             k: 2,
             ..SealedQuery::default()
         };
-        let hits = search_sealed(&seg, None, None, &[3.0, 2.0, 1.0], &exact, &|_| true);
+        let hits = search_sealed(&seg, None, None, None, &[3.0, 2.0, 1.0], &exact, &|_| true);
         assert_eq!(hits[0].row, 2);
         assert_eq!(hits[0].score, 0.0);
     }

@@ -76,11 +76,12 @@ fn recall(
     let exact_q = SealedQuery { exact: true, ..*q };
     let (mut hit, mut total) = (0usize, 0usize);
     for query in queries() {
-        let truth: HashSet<u32> = search_sealed(seg, Some(index), None, &query, &exact_q, accept)
-            .iter()
-            .map(|n| n.row)
-            .collect();
-        let got = search_sealed(seg, Some(index), None, &query, q, accept);
+        let truth: HashSet<u32> =
+            search_sealed(seg, Some(index), None, None, &query, &exact_q, accept)
+                .iter()
+                .map(|n| n.row)
+                .collect();
+        let got = search_sealed(seg, Some(index), None, None, &query, q, accept);
         assert!(got.windows(2).all(|w| w[0].score >= w[1].score), "sorted");
         assert!(got.iter().all(|n| accept(n.row)), "accept is honoured");
         hit += got.iter().filter(|n| truth.contains(&n.row)).count();
@@ -106,6 +107,57 @@ fn graph_walks_match_exact_search() {
     }
 }
 
+/// A graph segment whose rows are mostly deleted, given the list of its
+/// live rows, is searched by a scan of their SQ8 codes: the exact top 10
+/// of the live rows, deletes and shadows (`accept`) honoured, scores exact.
+/// Without the list it is walked.
+#[test]
+fn a_mostly_deleted_graph_segment_scans_its_live_rows() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (seg, index) = fixture(dir.path());
+    // 90 % deleted; of the live rows, one in nine is shadowed by the tail.
+    let live: Vec<u32> = (0..ROWS as u32).filter(|r| r.is_multiple_of(10)).collect();
+    let accept = |row: u32| row.is_multiple_of(10) && !row.is_multiple_of(90);
+    let q = SealedQuery {
+        k: 10,
+        ef: 16,
+        quantization: Quantization::Sq8,
+        ..SealedQuery::default()
+    };
+    assert!(eddy_segment::live_scan_pays(live.len(), ROWS, 40));
+    let exact_q = SealedQuery { exact: true, ..q };
+    for query in queries() {
+        let truth = search_sealed(&seg, Some(&index), None, None, &query, &exact_q, &accept);
+        assert_eq!(truth.len(), 10);
+        let scanned = search_sealed(&seg, Some(&index), None, Some(&live), &query, &q, &accept);
+        let rows = |hits: &[eddy_segment::Neighbor]| hits.iter().map(|n| n.row).collect::<Vec<_>>();
+        assert_eq!(rows(&scanned), rows(&truth), "the live rows' exact top 10");
+        for (got, want) in scanned.iter().zip(&truth) {
+            assert!((got.score - want.score).abs() <= 1e-5, "exact scores");
+        }
+        let walked = search_sealed(&seg, Some(&index), None, None, &query, &q, &accept);
+        assert!(walked.iter().all(|n| accept(n.row)));
+    }
+}
+
+/// When a scan of the live rows' codes pays against a walk (the model
+/// fitted on debian-minilm in `live_scan_pays`' doc).
+#[test]
+fn the_live_scan_pays_only_on_mostly_deleted_segments() {
+    use eddy_segment::live_scan_pays;
+    // 61,681 rows, beam 40: 90 % deleted scans, 75 % walks.
+    assert!(live_scan_pays(6_168, 61_681, 40));
+    assert!(!live_scan_pays(15_420, 61_681, 40));
+    // Nothing deleted, or an empty segment: always the walk.
+    assert!(!live_scan_pays(3_000, 3_000, 40));
+    assert!(!live_scan_pays(0, 0, 40));
+    // Everything deleted: the scan of nothing.
+    assert!(live_scan_pays(0, 20_000, 40));
+    // A wider beam makes the walk dearer, so the scan pays sooner.
+    assert!(!live_scan_pays(15_420, 61_681, 16));
+    assert!(live_scan_pays(15_420, 61_681, 128));
+}
+
 /// Files read into huge-page memory answer exactly as their maps do, and
 /// their sections keep the alignment the graph and vector views need.
 /// A segment without its index file, searched with scan codes: the code
@@ -124,14 +176,14 @@ fn scan_codes_answer_an_unindexed_segment_like_the_exact_scan() {
     };
     let (mut same, mut total) = (0usize, 0usize);
     for query in queries() {
-        let truth = search_sealed(&seg, None, None, &query, &exact_q, &not_deleted);
+        let truth = search_sealed(&seg, None, None, None, &query, &exact_q, &not_deleted);
         for quantization in [Quantization::Auto, Quantization::Sq8] {
             let q = SealedQuery {
                 k: 10,
                 quantization,
                 ..SealedQuery::default()
             };
-            let got = search_sealed(&seg, None, Some(&codes), &query, &q, &not_deleted);
+            let got = search_sealed(&seg, None, Some(&codes), None, &query, &q, &not_deleted);
             assert!(got.windows(2).all(|w| w[0].score >= w[1].score), "sorted");
             assert!(got.iter().all(|n| not_deleted(n.row)), "accept is honoured");
             for n in &got {
@@ -154,7 +206,7 @@ fn scan_codes_answer_an_unindexed_segment_like_the_exact_scan() {
                 ..SealedQuery::default()
             },
         ] {
-            let got = search_sealed(&seg, None, Some(&codes), &query, &q, &not_deleted);
+            let got = search_sealed(&seg, None, Some(&codes), None, &query, &q, &not_deleted);
             assert_eq!(got, truth, "f32 scan when codes may not rank rows");
         }
     }
@@ -175,8 +227,8 @@ fn scan_codes_answer_an_unindexed_segment_like_the_exact_scan() {
         ..SealedQuery::default()
     };
     let astray = queries().iter().any(|query| {
-        search_sealed(&seg, None, Some(&wrong), query, &q, &not_deleted)
-            != search_sealed(&seg, None, None, query, &exact_q, &not_deleted)
+        search_sealed(&seg, None, Some(&wrong), None, query, &q, &not_deleted)
+            != search_sealed(&seg, None, None, None, query, &exact_q, &not_deleted)
     });
     assert!(
         astray,
@@ -211,8 +263,8 @@ fn resident_copies_answer_like_the_maps() {
             ..SealedQuery::default()
         };
         for query in queries() {
-            let mapped = search_sealed(&seg, Some(&index), None, &query, &q, &all);
-            let resident = search_sealed(&seg_r, Some(&index_r), None, &query, &q, &all);
+            let mapped = search_sealed(&seg, Some(&index), None, None, &query, &q, &all);
+            let resident = search_sealed(&seg_r, Some(&index_r), None, None, &query, &q, &all);
             assert_eq!(mapped, resident, "{quantization:?}");
         }
     }
@@ -244,7 +296,7 @@ fn deletes_and_filters_restrict_results_without_losing_recall() {
     };
     assert_eq!(recall(&seg, &index, &q_red, &not_deleted), 1.0);
     for query in queries().iter().take(5) {
-        for n in search_sealed(&seg, Some(&index), None, query, &q_red, &not_deleted) {
+        for n in search_sealed(&seg, Some(&index), None, None, query, &q_red, &not_deleted) {
             assert_eq!(n.row % 50, 0, "only red rows");
         }
     }

@@ -120,6 +120,7 @@ fn search_one(served: &Served, query: &[f32], search: &PreparedSearch) -> Vec<Hi
             seg,
             s.index.as_deref(),
             s.scan_codes.as_deref(),
+            s.live_rows.as_deref().map(Vec::as_slice),
             query,
             &sealed,
             &accept,

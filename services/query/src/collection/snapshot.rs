@@ -30,6 +30,11 @@ pub struct LoadedSegment {
     /// and held in memory at load (from [`eddy_segment::SCAN_CODES_FROM_ROWS`] rows), so a
     /// search scans them instead of every f32 row.
     pub scan_codes: Option<Arc<ScanCodes>>,
+    /// The rows not deleted, listed once at least half of an indexed
+    /// segment's rows are deleted: a search may scan their codes instead
+    /// of walking a graph of mostly deleted nodes
+    /// ([`eddy_segment::live_scan_pays`]).
+    pub live_rows: Option<Arc<Vec<u32>>>,
     /// The payload fields its payload index covers, with their types (a
     /// filter on any other field reads the segment's payloads).
     pub indexed_fields: Arc<BTreeMap<String, FieldType>>,
@@ -83,6 +88,24 @@ pub struct Quarantined {
 }
 
 /// Opens one listed segment and checks it against `def`.
+/// The rows of `segment` not in `deleted`, when it has a graph and at least
+/// half its rows are deleted (below that a walk always pays; see
+/// [`LoadedSegment::live_rows`]).
+fn list_live_rows(
+    segment: &Segment,
+    deleted: &RoaringBitmap,
+    indexed: bool,
+) -> Option<Arc<Vec<u32>>> {
+    let rows = segment.rows() as u64;
+    if !indexed || rows == 0 || deleted.len() * 2 < rows {
+        return None;
+    }
+    let mut live = RoaringBitmap::new();
+    live.insert_range(0..rows as u32);
+    live -= deleted;
+    Some(Arc::new(live.iter().collect()))
+}
+
 fn open_checked(
     store: &Store,
     def: &CollectionDef,
@@ -235,6 +258,14 @@ impl Snapshot {
                 (None, _) => train_scan_codes(segment.vectors(), segment.dim(), segment.metric())
                     .map(Arc::new),
             };
+            let live_rows = match old {
+                Some(s)
+                    if s.entry.deletes == entry.deletes && s.index.is_some() == index.is_some() =>
+                {
+                    s.live_rows.clone()
+                }
+                _ => list_live_rows(&segment, &deleted, index.is_some()),
+            };
             let indexed_fields = match old {
                 Some(s) => s.indexed_fields.clone(),
                 None => Arc::new(indexed_fields(&segment)),
@@ -246,6 +277,7 @@ impl Snapshot {
                 deleted,
                 index,
                 scan_codes,
+                live_rows,
                 indexed_fields,
             });
         }
@@ -414,19 +446,78 @@ mod tests {
         let kept = codes_of(&v2).expect("still unindexed");
         assert!(Arc::ptr_eq(codes, kept), "reloads reuse the codes");
 
-        let name = store.new_index_name(&id);
+        manifest.version = 3;
+        manifest.segments[0].index = Some(indexed(&store, &v2.segments[0].segment, &id));
+        let v3 = load(&manifest, &v2);
+        assert!(v3.segments[0].index.is_some());
+        assert!(codes_of(&v3).is_none(), "the index file's codes take over");
+    }
+
+    /// An indexed segment lists its live rows once half or more of its rows
+    /// are deleted (a search may then scan their codes instead of walking
+    /// the graph), not before, and not without a graph; a reload with the
+    /// same delete file keeps the list.
+    #[test]
+    fn a_mostly_deleted_indexed_segment_lists_its_live_rows() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(dir.path()).expect("store");
+        let def = CollectionDef::new("c", DIM as u32);
+        store.create_collection(&def).expect("create");
+        let rows = eddy_segment::MIN_GRAPH_ROWS as u64;
+        let entry = written_segment(&store, rows);
+        let id = entry.id.clone();
+        let mut manifest = Manifest::empty("c");
+        manifest.version = 1;
+        manifest.segments.push(entry);
+        let load = |m: &Manifest, previous: &Snapshot| {
+            Snapshot::load(&store, &def, m, previous, Residency::Mapped).expect("local store")
+        };
+        let deletes = |manifest: &mut Manifest, every: u32| {
+            let deleted: RoaringBitmap = (0..rows as u32).filter(|r| r % every != 0).collect();
+            manifest.version += 1;
+            manifest.segments[0].deleted = deleted.len();
+            manifest.segments[0].deletes =
+                Some(store.write_deletes("c", &id, &deleted).expect("deletes"));
+        };
+        // Three quarters deleted, no graph yet: scan codes, no list.
+        deletes(&mut manifest, 4);
+        let v1 = load(&manifest, &Snapshot::default());
+        assert!(v1.segments[0].live_rows.is_none(), "no graph to walk");
+
+        manifest.version += 1;
+        manifest.segments[0].index = Some(indexed(&store, &v1.segments[0].segment, &id));
+        let v2 = load(&manifest, &v1);
+        let live = v2.segments[0].live_rows.clone().expect("listed");
+        let want: Vec<u32> = (0..rows as u32).step_by(4).collect();
+        assert_eq!(*live, want);
+        manifest.version += 1;
+        let v3 = load(&manifest, &v2);
+        let kept = v3.segments[0].live_rows.as_ref().expect("still listed");
+        assert!(Arc::ptr_eq(&live, kept), "reloads reuse the list");
+
+        // Fewer than half deleted (a new delete file): no list.
+        deletes(&mut manifest, 2);
+        assert!(load(&manifest, &v3).segments[0].live_rows.is_some(), "half");
+        let mut few = manifest.clone();
+        let deleted: RoaringBitmap = (0..rows as u32).filter(|r| r % 3 == 0).collect();
+        few.version += 1;
+        few.segments[0].deleted = deleted.len();
+        few.segments[0].deletes = Some(store.write_deletes("c", &id, &deleted).expect("deletes"));
+        assert!(load(&few, &v3).segments[0].live_rows.is_none(), "a third");
+    }
+
+    /// The name of an index file built for `segment` (id `id`) of
+    /// collection `c`.
+    fn indexed(store: &Store, segment: &Segment, id: &str) -> String {
+        let name = store.new_index_name(id);
         build_index(
-            &v2.segments[0].segment,
+            segment,
             &IndexParams::default(),
             &store.index_path("c", &name),
         )
         .expect("index")
         .expect("big enough for a graph");
-        manifest.version = 3;
-        manifest.segments[0].index = Some(name);
-        let v3 = load(&manifest, &v2);
-        assert!(v3.segments[0].index.is_some());
-        assert!(codes_of(&v3).is_none(), "the index file's codes take over");
+        name
     }
 
     /// A segment of `rows` points written to `store`'s collection `c`, as

@@ -320,6 +320,7 @@ mod tests {
                 deleted: Arc::new(deleted),
                 index: None,
                 scan_codes: None,
+                live_rows: None,
                 indexed_fields: Arc::new(BTreeMap::new()),
             });
         }
