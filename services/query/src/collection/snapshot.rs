@@ -298,14 +298,19 @@ impl Snapshot {
     }
 
     /// Bytes of the segment and index files this snapshot holds, plus the
-    /// scan codes of segments still without an index.
+    /// scan codes of segments still without an index and the live-row
+    /// lists of mostly deleted ones.
     pub fn file_bytes(&self) -> u64 {
         self.segments
             .iter()
             .map(|s| {
                 let index = s.index.as_ref().map_or(0, |i| i.file_len());
                 let codes = s.scan_codes.as_ref().map_or(0, |c| c.bytes());
-                (s.segment.file_len() + index + codes) as u64
+                let live = s
+                    .live_rows
+                    .as_ref()
+                    .map_or(0, |l| l.len() * std::mem::size_of::<u32>());
+                (s.segment.file_len() + index + codes + live) as u64
             })
             .sum()
     }
@@ -490,6 +495,18 @@ mod tests {
         let live = v2.segments[0].live_rows.clone().expect("listed");
         let want: Vec<u32> = (0..rows as u32).step_by(4).collect();
         assert_eq!(*live, want);
+        let without_list = v2.file_bytes() - (live.len() * 4) as u64;
+        assert_eq!(
+            without_list,
+            v2.segments
+                .iter()
+                .map(
+                    |s| (s.segment.file_len() + s.index.as_ref().map_or(0, |i| i.file_len()))
+                        as u64
+                )
+                .sum::<u64>(),
+            "the list counts in the served bytes"
+        );
         manifest.version += 1;
         let v3 = load(&manifest, &v2);
         let kept = v3.segments[0].live_rows.as_ref().expect("still listed");
