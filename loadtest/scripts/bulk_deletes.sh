@@ -22,18 +22,9 @@ bin=${BIN_DIR:-target/release}
 out=${OUT:-/tmp/eddy-bulk-deletes-$label}
 mkdir -p "$out"
 
-EDDY_MERGE_MIN_SEGMENTS=0 "$bin/eddy-loadtest" demo --dataset "$dataset" --rate 0 \
-    --format protobuf --queries 10 > "$out/demo.log" 2>&1 &
-demo=$!
-trap 'kill -INT $demo 2>/dev/null; wait $demo 2>/dev/null' EXIT
-for _ in $(seq 1 300); do
-    grep -q "query metrics" "$out/demo.log" && break
-    kill -0 $demo 2>/dev/null || { cat "$out/demo.log"; exit 1; }
-    sleep 1
-done
-kafka=$(grep "  Kafka " "$out/demo.log" | grep -o "127.0.0.1:[0-9]*")
-http=$(grep -o "http://127.0.0.1:[0-9]*/v1" "$out/demo.log" | head -1 | sed 's|http://||; s|/v1||')
-flight=$(grep -o "grpc://127.0.0.1:[0-9]*" "$out/demo.log" | head -1 | sed 's|grpc://||')
+# shellcheck source=loadtest/scripts/demo_services.sh
+source "$(dirname "${BASH_SOURCE[0]}")/demo_services.sh"
+EDDY_MERGE_MIN_SEGMENTS=0 start_demo "$out" "$bin/eddy-loadtest" "$dataset"
 # Prints "segments N with a graph M tail T points P".
 status() {
     curl -s "http://$http/v1/collections/demo" | python3 -c '

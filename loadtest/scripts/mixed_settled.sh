@@ -34,18 +34,9 @@ out=${OUT:-/tmp/eddy-mixed-$label}
 bin=${BIN_DIR:-target/release}/eddy-loadtest
 mkdir -p "$out"
 
-"$bin" demo --dataset "$dataset" --rate 0 --format protobuf --queries 100 \
-    > "$out/demo.log" 2>&1 &
-demo=$!
-trap 'kill -INT $demo 2>/dev/null; wait $demo 2>/dev/null' EXIT
-for _ in $(seq 1 300); do
-    grep -q "query metrics" "$out/demo.log" && break
-    kill -0 $demo 2>/dev/null || { cat "$out/demo.log"; exit 1; }
-    sleep 1
-done
-http=$(grep -o "http://127.0.0.1:[0-9]*/v1" "$out/demo.log" | head -1 | sed 's|http://||; s|/v1||')
-flight=$(grep -o "grpc://127.0.0.1:[0-9]*" "$out/demo.log" | head -1 | sed 's|grpc://||')
-kafka=$(grep "  Kafka " "$out/demo.log" | grep -o "127.0.0.1:[0-9]*")
+# shellcheck source=loadtest/scripts/demo_services.sh
+source "$(dirname "${BASH_SOURCE[0]}")/demo_services.sh"
+start_demo "$out" "$bin" "$dataset"
 status_url="http://$http/v1/collections/demo"
 
 status() {

@@ -2,6 +2,7 @@
 //! duplicates, SQ8 traversal, format round trip and corruption. Shared
 //! helpers here; the tests by concern in the modules.
 
+mod exact;
 mod format;
 mod scorers;
 mod search;

@@ -1,0 +1,223 @@
+//! The exact and code scans (`exact.rs`): top-k bookkeeping, block and
+//! listed scans against brute force, and the SQ8 and sign-bit scans against
+//! the exact scan.
+
+use eddy_model::Metric;
+
+use crate::exact::*;
+use crate::scorer::{F32Scorer, Scorer};
+use crate::Vectors;
+
+fn data(rows: usize, dim: usize) -> Vec<f32> {
+    (0..rows * dim)
+        .map(|i| ((i * 37 % 101) as f32) / 50.0 - 1.0)
+        .collect()
+}
+
+fn brute(v: &Vectors<'_>, q: &[f32], k: usize, ok: impl Fn(u32) -> bool) -> Vec<(u32, f32)> {
+    let scorer = F32Scorer::new(v, q);
+    let mut all: Vec<(u32, f32)> = (0..v.rows() as u32)
+        .filter(|&r| ok(r))
+        .map(|r| (r, scorer.score_one(r)))
+        .collect();
+    all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    all.truncate(k);
+    all
+}
+
+#[test]
+fn topk_keeps_the_highest() {
+    let mut top = TopK::new(3);
+    for (row, score) in [(0, -5.0), (1, -1.0), (2, -3.0), (3, -0.5), (4, -9.0)] {
+        top.push(row, score);
+    }
+    let rows: Vec<u32> = top.into_sorted().iter().map(|n| n.0).collect();
+    assert_eq!(rows, vec![3, 1, 2]);
+}
+
+#[test]
+fn block_and_listed_scans_match_brute_force() {
+    let dim = 5;
+    let d = data(200, dim);
+    let query: Vec<f32> = (0..dim).map(|i| i as f32 / 3.0).collect();
+    let even: Vec<u32> = (0..200).filter(|r| r % 2 == 0).collect();
+    for metric in [Metric::Cosine, Metric::Dot, Metric::L2] {
+        let v = Vectors::new(&d, dim, metric);
+        let want = brute(&v, &query, 7, |r| r % 2 == 0);
+        let all = exact_scan(&v, &query, 7, ScanRows::All(&|r| r % 2 == 0));
+        let listed = exact_scan(&v, &query, 7, ScanRows::Listed(&even));
+        assert_eq!(all.len(), 7);
+        assert_eq!(listed.iter().map(|h| h.0).collect::<Vec<_>>(), {
+            want.iter().map(|h| h.0).collect::<Vec<_>>()
+        });
+        for ((a, l), w) in all.iter().zip(&listed).zip(&want) {
+            let tol = 1e-4 * w.1.abs().max(1.0);
+            assert!((a.1 - w.1).abs() <= tol, "{metric}: block {a:?} vs {w:?}");
+            assert!((l.1 - w.1).abs() <= tol, "{metric}: listed {l:?} vs {w:?}");
+        }
+    }
+}
+
+/// With a shortlist as long as the rows, the coarse pass drops nothing
+/// and the answer is the fine codes' scan; with a short one, the answer
+/// still holds accepted rows only, with exact scores.
+#[test]
+fn a_shortlist_of_every_row_answers_as_the_fine_scan() {
+    use eddy_quant::binary::{BinaryConfig, BinaryQuantizer, QueryEncoding};
+    use eddy_quant::sq8::{Sq8Config, Sq8Quantizer};
+    let (dim, rows) = (32, 500);
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let d: Vec<f32> = (0..rows * dim)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % 10_007) as f32 / 5_000.0 - 1.0
+        })
+        .collect();
+    let query: Vec<f32> = d[7 * dim..8 * dim].iter().map(|x| x * 0.9 + 0.01).collect();
+    let v = Vectors::new(&d, dim, Metric::L2);
+    let sq8 = Sq8Quantizer::train(
+        &d,
+        dim,
+        &Sq8Config {
+            metric: Metric::L2,
+            ..Sq8Config::default()
+        },
+    )
+    .and_then(|q| q.encode_all(&d))
+    .expect("sq8");
+    let bits = BinaryQuantizer::train(
+        &d,
+        dim,
+        &BinaryConfig {
+            query: QueryEncoding::Symmetric,
+            ..BinaryConfig::default()
+        },
+    )
+    .and_then(|q| q.encode_all(&d))
+    .expect("bits");
+    let odd = |r: u32| r % 2 == 1;
+    let want = quantized_scan(&sq8, &v, &query, 5, 40, &odd);
+    assert_eq!(
+        shortlisted_scan(&bits, &sq8, &v, &query, 5, rows, 40, &odd),
+        want
+    );
+    let short = shortlisted_scan(&bits, &sq8, &v, &query, 5, 60, 40, &odd);
+    assert_eq!(short.len(), 5);
+    let exact = F32Scorer::new(&v, &query);
+    for (row, score) in short {
+        assert!(odd(row));
+        assert!((score - exact.score_one(row)).abs() <= 1e-4 * score.abs().max(1.0));
+    }
+}
+
+/// SQ8 codes of the rows `encoded` (of `dim`), trained on `trained`.
+fn sq8_codes(
+    trained: &[f32],
+    encoded: &[f32],
+    dim: usize,
+    metric: Metric,
+) -> eddy_quant::sq8::Sq8Codes {
+    use eddy_quant::sq8::{Sq8Config, Sq8Quantizer};
+    let config = Sq8Config {
+        metric,
+        ..Sq8Config::default()
+    };
+    Sq8Quantizer::train(trained, dim, &config)
+        .and_then(|q| q.encode_all(encoded))
+        .expect("codes")
+}
+
+#[test]
+fn quantized_scan_finds_the_exact_top_k_and_asks_only_candidates() {
+    let dim = 16;
+    let d = data(500, dim);
+    let query: Vec<f32> = (0..dim).map(|i| (i as f32 / 7.0).sin()).collect();
+    for metric in [Metric::Dot, Metric::L2] {
+        let v = Vectors::new(&d, dim, metric);
+        let codes = sq8_codes(&d, &d, dim, metric);
+        let want = exact_scan(&v, &query, 5, ScanRows::All(&|r| !r.is_multiple_of(3)));
+        let asked = std::cell::Cell::new(0usize);
+        let accept = |r: u32| {
+            asked.set(asked.get() + 1);
+            !r.is_multiple_of(3)
+        };
+        let got = quantized_scan(&codes, &v, &query, 5, 50, &accept);
+        assert_eq!(got, want, "{metric}: all 500 rows kept 50 deep");
+        assert!(
+            asked.get() < 500,
+            "{metric}: accept asked {} times",
+            asked.get()
+        );
+        // Codes that do not cover the rows: the exact scan answers.
+        let short = sq8_codes(&d, &d[..dim * 10], dim, metric);
+        assert_eq!(
+            quantized_scan(&short, &v, &query, 5, 50, &|r| !r.is_multiple_of(3)),
+            want
+        );
+    }
+}
+
+/// The listed SQ8 scan reads only the listed rows, keeps the best
+/// accepted ones and reports exact scores: kept deep enough it is the
+/// exact scan of the accepted listed rows; `accept` is asked only about
+/// candidates; codes that do not cover the rows fall back to the exact
+/// scan.
+#[test]
+fn the_listed_sq8_scan_finds_the_exact_top_k_of_the_listed_rows() {
+    use crate::{scan_sq8_listed, Sq8View};
+    let dim = 16;
+    let d = data(600, dim);
+    let query: Vec<f32> = (0..dim).map(|i| (i as f32 / 5.0).cos()).collect();
+    // One row in ten listed (the live rows of a mostly deleted graph).
+    let listed: Vec<u32> = (0..600).filter(|r| r % 10 == 4).collect();
+    for metric in [Metric::Cosine, Metric::Dot, Metric::L2] {
+        let v = Vectors::new(&d, dim, metric);
+        let codes = sq8_codes(&d, &d, dim, metric);
+        let view = Sq8View::from_codes(&codes);
+        let accepted = |r: u32| r % 20 != 4;
+        let rows: Vec<u32> = listed.iter().copied().filter(|&r| accepted(r)).collect();
+        let want = exact_scan(&v, &query, 5, ScanRows::Listed(&rows));
+        let asked = std::cell::Cell::new(0usize);
+        let accept = |r: u32| {
+            asked.set(asked.get() + 1);
+            accepted(r)
+        };
+        let got = scan_sq8_listed(&v, &view, &query, 5, listed.len(), &listed, &accept);
+        assert_eq!(got, want, "{metric}: every listed row kept");
+        let shallow = scan_sq8_listed(&v, &view, &query, 5, 20, &listed, &accept);
+        assert!(shallow.iter().all(|(r, _)| rows.contains(r)), "{metric}");
+        for (row, score) in &shallow {
+            let exact = exact_scan(&v, &query, 1, ScanRows::Listed(&[*row]));
+            assert_eq!(exact, vec![(*row, *score)], "{metric}: scores are exact");
+        }
+        asked.set(0);
+        scan_sq8_listed(&v, &view, &query, 5, 10, &listed, &accept);
+        assert!(
+            asked.get() < listed.len(),
+            "{metric}: accept asked {} times for {} listed rows",
+            asked.get(),
+            listed.len()
+        );
+        let short = sq8_codes(&d, &d[..dim * 10], dim, metric);
+        let short = Sq8View::from_codes(&short);
+        assert_eq!(
+            scan_sq8_listed(&v, &short, &query, 5, 10, &listed, &accepted),
+            want,
+            "{metric}: codes that do not cover the rows"
+        );
+    }
+}
+
+#[test]
+fn scans_of_nothing_are_empty() {
+    let d = data(10, 4);
+    let v = Vectors::new(&d, 4, Metric::Dot);
+    let q = [1.0, 0.0, 0.0, 0.0];
+    assert!(exact_scan(&v, &q, 0, ScanRows::All(&|_| true)).is_empty());
+    assert!(exact_scan(&v, &q[..3], 3, ScanRows::All(&|_| true)).is_empty());
+    assert!(exact_scan(&v, &q, 3, ScanRows::Listed(&[])).is_empty());
+    assert!(exact_scan(&v, &q, 3, ScanRows::All(&|_| false)).is_empty());
+    assert_eq!(exact_scan(&v, &q, 30, ScanRows::Listed(&[4, 2])).len(), 2);
+}
