@@ -1,0 +1,272 @@
+//! Snapshot loading: scan codes until the index file comes, live-row lists
+//! of mostly deleted segments, versions refused once superseded.
+
+use eddy_segment::{build_index, Growing, IndexParams, SCAN_CODES_FROM_ROWS};
+
+use super::*;
+
+const DIM: usize = 8;
+
+fn vector(n: u64) -> Vec<f32> {
+    (0..DIM as u64)
+        .map(|d| ((n * 31 + d * 17) % 101) as f32 / 50.0 - 1.0)
+        .collect()
+}
+
+fn codes_of(s: &Snapshot) -> Option<&Arc<ScanCodes>> {
+    s.segments[0].scan_codes.as_ref()
+}
+
+/// A segment whose index file is still being built is served with scan
+/// codes trained at load, kept while the manifest names no index and
+/// dropped once it does (the index file's codes take over).
+#[test]
+fn a_segment_awaiting_its_index_is_served_with_scan_codes_until_it_comes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Store::open(dir.path()).expect("store");
+    let def = CollectionDef::new("c", DIM as u32);
+    store.create_collection(&def).expect("create");
+    let rows = SCAN_CODES_FROM_ROWS.max(eddy_segment::MIN_GRAPH_ROWS) as u64;
+    let entry = written_segment(&store, rows);
+    let (id, bytes) = (entry.id.clone(), entry.bytes);
+    let mut manifest = Manifest::empty("c");
+    manifest.version = 1;
+    manifest.segments.push(entry);
+    let load = |m: &Manifest, previous: &Snapshot| {
+        Snapshot::load(&store, &def, m, previous, Residency::Mapped).expect("local store")
+    };
+    let v1 = load(&manifest, &Snapshot::default());
+    assert!(v1.quarantined.is_empty(), "{:?}", v1.quarantined);
+    let codes = codes_of(&v1).expect("scan codes for an unindexed segment");
+    assert_eq!(codes.sq8().codes().len(), rows as usize * DIM);
+    assert!(v1.file_bytes() >= bytes + codes.bytes() as u64);
+
+    manifest.version = 2;
+    let v2 = load(&manifest, &v1);
+    let kept = codes_of(&v2).expect("still unindexed");
+    assert!(Arc::ptr_eq(codes, kept), "reloads reuse the codes");
+
+    manifest.version = 3;
+    manifest.segments[0].index = Some(indexed(&store, &v2.segments[0].segment, &id));
+    let v3 = load(&manifest, &v2);
+    assert!(v3.segments[0].index.is_some());
+    assert!(codes_of(&v3).is_none(), "the index file's codes take over");
+}
+
+/// An indexed segment lists its live rows once half or more of its rows
+/// are deleted (a search may then scan their codes instead of walking
+/// the graph), not before, and not without a graph; a reload with the
+/// same delete file keeps the list.
+#[test]
+fn a_mostly_deleted_indexed_segment_lists_its_live_rows() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Store::open(dir.path()).expect("store");
+    let def = CollectionDef::new("c", DIM as u32);
+    store.create_collection(&def).expect("create");
+    let rows = eddy_segment::MIN_GRAPH_ROWS as u64;
+    let entry = written_segment(&store, rows);
+    let id = entry.id.clone();
+    let mut manifest = Manifest::empty("c");
+    manifest.version = 1;
+    manifest.segments.push(entry);
+    let load = |m: &Manifest, previous: &Snapshot| {
+        Snapshot::load(&store, &def, m, previous, Residency::Mapped).expect("local store")
+    };
+    let deletes = |manifest: &mut Manifest, every: u32| {
+        let deleted: RoaringBitmap = (0..rows as u32).filter(|r| r % every != 0).collect();
+        manifest.version += 1;
+        manifest.segments[0].deleted = deleted.len();
+        manifest.segments[0].deletes =
+            Some(store.write_deletes("c", &id, &deleted).expect("deletes"));
+    };
+    // Three quarters deleted, no graph yet: scan codes, no list.
+    deletes(&mut manifest, 4);
+    let v1 = load(&manifest, &Snapshot::default());
+    assert!(v1.segments[0].live_rows.is_none(), "no graph to walk");
+
+    manifest.version += 1;
+    manifest.segments[0].index = Some(indexed(&store, &v1.segments[0].segment, &id));
+    let v2 = load(&manifest, &v1);
+    let live = v2.segments[0].live_rows.clone().expect("listed");
+    let want: Vec<u32> = (0..rows as u32).step_by(4).collect();
+    assert_eq!(*live, want);
+    let without_list = v2.file_bytes() - (live.len() * 4) as u64;
+    assert_eq!(
+        without_list,
+        v2.segments
+            .iter()
+            .map(|s| (s.segment.file_len() + s.index.as_ref().map_or(0, |i| i.file_len())) as u64)
+            .sum::<u64>(),
+        "the list counts in the served bytes"
+    );
+    manifest.version += 1;
+    let v3 = load(&manifest, &v2);
+    let kept = v3.segments[0].live_rows.as_ref().expect("still listed");
+    assert!(Arc::ptr_eq(&live, kept), "reloads reuse the list");
+
+    // Fewer than half deleted (a new delete file): no list.
+    deletes(&mut manifest, 2);
+    assert!(load(&manifest, &v3).segments[0].live_rows.is_some(), "half");
+    let mut few = manifest.clone();
+    let deleted: RoaringBitmap = (0..rows as u32).filter(|r| r % 3 == 0).collect();
+    few.version += 1;
+    few.segments[0].deleted = deleted.len();
+    few.segments[0].deletes = Some(store.write_deletes("c", &id, &deleted).expect("deletes"));
+    assert!(load(&few, &v3).segments[0].live_rows.is_none(), "a third");
+}
+
+/// The name of an index file built for `segment` (id `id`) of
+/// collection `c`.
+fn indexed(store: &Store, segment: &Segment, id: &str) -> String {
+    let name = store.new_index_name(id);
+    build_index(
+        segment,
+        &IndexParams::default(),
+        &store.index_path("c", &name),
+    )
+    .expect("index")
+    .expect("big enough for a graph");
+    name
+}
+
+/// A segment of `rows` points written to `store`'s collection `c`, as
+/// a manifest lists it.
+fn written_segment(store: &Store, rows: u64) -> SegmentEntry {
+    let def = CollectionDef::new("c", DIM as u32);
+    let mut g = Growing::new(DIM, def.metric, def.id_type);
+    for n in 0..rows {
+        g.upsert(PointId::Num(n), &vector(n), b"{}", 0, n as i64);
+    }
+    let (id, path) = store.new_segment("c");
+    let bytes = g
+        .write_segment(&path, &BTreeMap::new())
+        .expect("segment")
+        .bytes;
+    SegmentEntry {
+        id,
+        rows,
+        bytes,
+        deletes: None,
+        deleted: 0,
+        offset_ranges: BTreeMap::new(),
+        index: None,
+    }
+}
+
+/// A node slow to load a version may find its files collected: newer
+/// versions superseded it (a merge replaced its segments) and garbage
+/// collection removed what only it named. Such a version is refused as
+/// superseded, so the node loads the newest, instead of being served
+/// with its segments quarantined: its cut-offs would claim rows it
+/// lacks, and a read-your-writes answer would miss them (the drill saw
+/// two live points missing from an exact answer this way).
+#[test]
+fn a_version_collected_while_it_loads_is_superseded_not_quarantined() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Store::open(dir.path()).expect("store");
+    let def = CollectionDef::new("c", DIM as u32);
+    store.create_collection(&def).expect("create");
+    let publish = |segment: SegmentEntry| {
+        store
+            .update::<eddy_manifest::Error>("c", |latest| {
+                let mut next = latest.successor();
+                next.segments = vec![segment.clone()];
+                next.partitions.entry(0).or_default().next_offset = 64;
+                Ok(Some(next))
+            })
+            .expect("publish")
+            .published
+            .expect("published")
+    };
+    let first = written_segment(&store, 64);
+    let old = publish(first.clone());
+    // A merge rewrites the rows; the old version and its file go.
+    let newest = publish(written_segment(&store, 64));
+    let policy = eddy_manifest::GcPolicy {
+        keep_versions: 1,
+        grace: std::time::Duration::ZERO,
+    };
+    store
+        .collect_garbage("c", &policy, std::time::SystemTime::now())
+        .expect("gc");
+    assert!(!store.segment_path("c", &first.id).exists(), "collected");
+
+    let load =
+        |m: &Manifest| Snapshot::load(&store, &def, m, &Snapshot::default(), Residency::Mapped);
+    match load(&old) {
+        Err(eddy_manifest::Error::Superseded {
+            version, newest, ..
+        }) => {
+            assert_eq!((version, newest), (old.version, old.version + 1));
+        }
+        Err(e) => panic!("not refused as superseded: {e}"),
+        Ok(s) => panic!(
+            "served with cut-offs {:?} and {} of its segments quarantined: {:?}",
+            s.cutoffs,
+            s.quarantined.len(),
+            s.quarantined
+        ),
+    }
+    let served = load(&newest).expect("the newest loads");
+    assert!(served.quarantined.is_empty(), "{:?}", served.quarantined);
+    assert_eq!(served.sealed_rows(), 64);
+}
+
+/// On an object store that cannot be reached, a new version is not
+/// loaded (the caller keeps the previous one and retries) instead of
+/// quarantining segments that are not damaged; once the store answers,
+/// the same version loads whole.
+#[test]
+fn an_unreachable_object_store_defers_a_version_instead_of_quarantining() {
+    let server = eddy_loadtest::s3_server::S3Server::start("eddy").expect("S3 server");
+    let location = eddy_manifest::StoreLocation::parse(&server.store_url("defer")).expect("url");
+    let (writer_cache, reader_cache) = (
+        tempfile::tempdir().expect("tmp"),
+        tempfile::tempdir().expect("tmp"),
+    );
+    let mut env: Vec<(&str, String)> = server.env();
+    let writer = Store::open_location_with(&location, writer_cache.path(), &env).expect("writer");
+    let def = CollectionDef::new("c", DIM as u32);
+    writer.create_collection(&def).expect("create");
+    let mut g = Growing::new(DIM, def.metric, def.id_type);
+    for n in 0..64u64 {
+        g.upsert(PointId::Num(n), &vector(n), b"{}", 0, n as i64);
+    }
+    let (id, path) = writer.new_segment("c");
+    let bytes = g
+        .write_segment(&path, &BTreeMap::new())
+        .expect("segment")
+        .bytes;
+    let updated = writer
+        .update::<eddy_manifest::Error>("c", |latest| {
+            let mut next = latest.successor();
+            next.segments.push(SegmentEntry {
+                id: id.clone(),
+                rows: 64,
+                bytes,
+                deletes: None,
+                deleted: 0,
+                offset_ranges: BTreeMap::new(),
+                index: None,
+            });
+            Ok(Some(next))
+        })
+        .expect("publish");
+    let manifest = updated.published.expect("published");
+    // A reader whose failed requests give up within a second.
+    env.push(("retry_timeout_ms", "1000".to_owned()));
+    env.push(("max_retries", "2".to_owned()));
+    let reader = Store::open_location_with(&location, reader_cache.path(), &env).expect("reader");
+    // It loses the store: the server stops.
+    drop(server);
+    let err = Snapshot::load(
+        &reader,
+        &def,
+        &manifest,
+        &Snapshot::default(),
+        Residency::Mapped,
+    )
+    .expect_err("deferred, not quarantined");
+    assert!(err.is_transient(), "{err}");
+    assert!(!reader.segment_path("c", &id).exists(), "nothing cached");
+}
