@@ -95,8 +95,7 @@ pub fn quantized_scan<C: CodeScorer>(
             }
         }
     }
-    let candidates: Vec<u32> = top.into_sorted().into_iter().map(|(r, _)| r).collect();
-    exact_scan(vectors, query, k, ScanRows::Listed(&candidates))
+    top.rescored(vectors, query, k)
 }
 
 /// [`quantized_scan`] with a cheaper first pass: `coarse` sign-bit codes
@@ -151,8 +150,7 @@ pub fn shortlisted_scan<F: CodeScorer>(
             best.push(row, score);
         }
     }
-    let candidates: Vec<u32> = best.into_sorted().into_iter().map(|(r, _)| r).collect();
-    exact_scan(vectors, query, k, ScanRows::Listed(&candidates))
+    best.rescored(vectors, query, k)
 }
 
 /// The rows `accept` lets through with the smallest `distances` (at most
@@ -279,6 +277,18 @@ impl TopK {
     }
 
     /// The rows held, best first.
+    /// The exact top `k` of the rows kept (ranked by codes), rescored in
+    /// f32: the last step of every code scan.
+    pub(crate) fn rescored(
+        self,
+        vectors: &Vectors<'_>,
+        query: &[f32],
+        k: usize,
+    ) -> Vec<(u32, f32)> {
+        let candidates: Vec<u32> = self.into_sorted().into_iter().map(|(r, _)| r).collect();
+        exact_scan(vectors, query, k, ScanRows::Listed(&candidates))
+    }
+
     pub(crate) fn into_sorted(self) -> Vec<(u32, f32)> {
         self.heap
             .into_sorted_vec()

@@ -317,8 +317,7 @@ pub fn scan_sq8_listed(
             }
         }
     }
-    let candidates: Vec<u32> = top.into_sorted().into_iter().map(|(r, _)| r).collect();
-    exact_scan(vectors, query, k, ScanRows::Listed(&candidates))
+    top.rescored(vectors, query, k)
 }
 
 /// SQ8 codes of `vectors` for the construction beam.

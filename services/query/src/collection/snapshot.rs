@@ -87,7 +87,6 @@ pub struct Quarantined {
     pub reason: String,
 }
 
-/// Opens one listed segment and checks it against `def`.
 /// The rows of `segment` not in `deleted`, when it has a graph and at least
 /// half its rows are deleted (below that a walk always pays; see
 /// [`LoadedSegment::live_rows`]).
@@ -106,6 +105,7 @@ fn list_live_rows(
     Some(Arc::new(live.iter().collect()))
 }
 
+/// Opens one listed segment and checks it against `def`.
 fn open_checked(
     store: &Store,
     def: &CollectionDef,
