@@ -6,19 +6,20 @@
 //! this says how much that costs at matched recall. The served path walks
 //! by SQ8 codes (rescoring 40 candidates), so that walk is measured too,
 //! and beside it the scan of the live rows' SQ8 codes
-//! ([`eddy_hnsw::scan_sq8_listed`]) that a mostly deleted segment is
-//! searched with instead. Recall@10 is against the exact scan of the live
-//! rows.
+//! ([`eddy_hnsw::scan_sq8_codes`]) that a mostly deleted segment is
+//! searched with instead; last, rows shadowed rather than deleted (not
+//! listed: the scan reads every row's codes; `--shadowed` runs that part
+//! alone). Recall@10 is against the exact scan of the live rows.
 //!
 //! ```text
-//! cargo run --release -p eddy-hnsw --example deleted_walk -- ../shared/datasets/debian-minilm
+//! cargo run --release -p eddy-hnsw --example deleted_walk -- ../shared/datasets/debian-minilm [--shadowed]
 //! ```
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use eddy_hnsw::{
-    exact_scan, scan_sq8_listed, search_into, search_sq8_into, Graph, HnswParams, Query, ScanRows,
+    exact_scan, scan_sq8_codes, search_into, search_sq8_into, Graph, HnswParams, Query, ScanRows,
     SearchContext, Sq8View, Vectors,
 };
 use eddy_model::Metric;
@@ -30,6 +31,8 @@ const K: usize = 10;
 const RESCORE: usize = 40;
 const EFS: [usize; 6] = [10, 16, 32, 64, 128, 256];
 const SHARES: [f64; 5] = [0.0, 0.25, 0.5, 0.75, 0.9];
+/// Shares of rows shadowed (refused, not listed).
+const SHADOWED: [f64; 4] = [0.9, 0.98, 0.995, 1.0];
 
 /// Whether row `i` is deleted at `share`: a fixed pseudo-random order, so
 /// the rows deleted at 0.5 include those deleted at 0.25.
@@ -99,7 +102,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "recall"
     );
     let mut ctx = SearchContext::default();
-    for share in SHARES {
+    let deleted_shares: &[f64] = if std::env::args().nth(2).as_deref() == Some("--shadowed") {
+        &[]
+    } else {
+        &SHARES
+    };
+    for &share in deleted_shares {
         let live: Vec<u32> = (0..base.rows())
             .filter(|&i| !deleted(i, share))
             .map(|i| i as u32)
@@ -155,12 +163,49 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
         }
         let scanned = measure(&queries, &truth, &mut |q, out| {
-            *out = scan_sq8_listed(&all, &codes, q, K, RESCORE, &live, &is_live);
+            *out = scan_sq8_codes(&all, &codes, q, K, RESCORE, Some(&live), &is_live);
         });
         println!(
             "{:>8.2} the live rows' SQ8 codes scanned ({} rows): {:.1} us/query, recall {:.4}",
             share,
             live.len(),
+            scanned.0,
+            scanned.1
+        );
+    }
+    // Rows shadowed by the tail are not listed: the scan reads every row's
+    // codes and `accept` refuses the shadowed ones.
+    println!("shadowed: SQ8 walk (ef 16) against the scan of every row's codes");
+    for share in SHADOWED {
+        let accepted: Vec<u32> = (0..base.rows())
+            .filter(|&i| !deleted(i, share))
+            .map(|i| i as u32)
+            .collect();
+        let is_accepted = |r: u32| !deleted(r as usize, share);
+        let truth: Vec<Vec<u32>> = queries
+            .iter()
+            .map(|q| {
+                exact_scan(&all, q, K, ScanRows::Listed(&accepted))
+                    .into_iter()
+                    .map(|(r, _)| r)
+                    .collect()
+            })
+            .collect();
+        let walked = measure(&queries, &truth, &mut |q, out| {
+            let query = Query::new(K, 16)
+                .with_rescore(RESCORE)
+                .with_accept(&is_accepted);
+            search_sq8_into(&full.view(), &all, &codes, &query, q, &mut ctx, out);
+        });
+        let scanned = measure(&queries, &truth, &mut |q, out| {
+            *out = scan_sq8_codes(&all, &codes, q, K, RESCORE, None, &is_accepted);
+        });
+        println!(
+            "{:>8.3} shadowed ({} accepted): walk {:.1} us/query, recall {:.4}; scan {:.1} us/query, recall {:.4}",
+            share,
+            accepted.len(),
+            walked.0,
+            walked.1,
             scanned.0,
             scanned.1
         );

@@ -275,32 +275,38 @@ pub fn search_sq8_into(
     rescore_into(view, vectors, params, query, ctx, out);
 }
 
-/// Top `k` of the listed `rows` that `accept` lets through, by their SQ8
-/// codes in `codes` (row `r` of `codes` is row `r` of `vectors`): every
-/// listed row is scored by its code, the best `keep` accepted ones are
-/// rescored exactly; `(row, exact score)` best first. `accept` is asked
-/// only about rows that would enter the best `keep`.
+/// Top `k` of `rows` (every row when `None`) that `accept` lets through,
+/// by their SQ8 codes in `codes` (row `r` of `codes` is row `r` of
+/// `vectors`): every scanned row is scored by its code, the best `keep`
+/// accepted ones are rescored exactly; `(row, exact score)` best first.
+/// `accept` is asked only about rows that would enter the best `keep`.
 ///
-/// For a graph whose rows are mostly deleted: a walk still routes through
-/// the deleted nodes, so it visits more of them the fewer are live (at 90 %
-/// deleted, 12x the walk of a graph over the live rows alone), while this
-/// reads the codes of the live rows only. Codes that do not match
-/// `vectors` fall back to the exact scan of the accepted listed rows.
-pub fn scan_sq8_listed(
+/// For a graph whose rows are mostly deleted or shadowed: a walk still
+/// routes through the refused nodes, so it visits more of them the fewer
+/// are accepted (at 90 % deleted, 12x the walk of a graph over the live
+/// rows alone; with none accepted, every node), while this reads each
+/// scanned code once (the live rows' only, where listed). Codes that do
+/// not match `vectors` fall back to the exact scan of the accepted rows.
+pub fn scan_sq8_codes(
     vectors: &Vectors<'_>,
     codes: &Sq8View<'_>,
     query: &[f32],
     k: usize,
     keep: usize,
-    rows: &[u32],
+    rows: Option<&[u32]>,
     accept: &dyn Fn(u32) -> bool,
 ) -> Vec<(u32, f32)> {
     if k == 0 || vectors.dim == 0 || query.len() != vectors.dim {
         return Vec::new();
     }
     if codes.dim != vectors.dim || codes.len() != vectors.rows() {
-        let accepted: Vec<u32> = rows.iter().copied().filter(|&r| accept(r)).collect();
-        return exact_scan(vectors, query, k, ScanRows::Listed(&accepted));
+        return match rows {
+            Some(rows) => {
+                let accepted: Vec<u32> = rows.iter().copied().filter(|&r| accept(r)).collect();
+                exact_scan(vectors, query, k, ScanRows::Listed(&accepted))
+            }
+            None => exact_scan(vectors, query, k, ScanRows::All(accept)),
+        };
     }
     /// Rows scored per kernel call.
     const CHUNK: usize = 256;
@@ -308,12 +314,26 @@ pub fn scan_sq8_listed(
     let scorer = Sq8Scorer::new(codes, vectors.metric, query, &mut qcode, &mut qi7);
     let mut top = TopK::new(keep.max(k));
     let mut scores = [0f32; CHUNK];
-    for chunk in rows.chunks(CHUNK) {
+    let mut scan = |chunk: &[u32]| {
         let scores = &mut scores[..chunk.len()];
         scorer.score_ids(chunk, scores);
         for (&row, &score) in chunk.iter().zip(scores.iter()) {
             if score > top.threshold() && accept(row) {
                 top.push(row, score);
+            }
+        }
+    };
+    match rows {
+        Some(rows) => rows.chunks(CHUNK).for_each(&mut scan),
+        None => {
+            let mut ids = [0u32; CHUNK];
+            let total = vectors.rows() as u32;
+            for start in (0..total).step_by(CHUNK) {
+                let n = (total - start).min(CHUNK as u32) as usize;
+                for (i, id) in ids[..n].iter_mut().enumerate() {
+                    *id = start + i as u32;
+                }
+                scan(&ids[..n]);
             }
         }
     }

@@ -39,8 +39,8 @@ pub use scan_codes::{
     SCAN_CODES_FROM_ROWS, SHORTLIST_FROM_ROWS, SHORTLIST_MIN_DIM,
 };
 pub use sealed::{
-    build_index, check_index, filter_rows, live_scan_pays, search_sealed, IndexParams,
-    Quantization, SealedQuery, DEFAULT_EF, MIN_GRAPH_ROWS,
+    build_index, check_index, code_scan_pays, filter_rows, search_sealed, IndexParams,
+    Quantization, RowMask, SealedQuery, DEFAULT_EF, MIN_GRAPH_ROWS,
 };
 pub use search::Neighbor;
 pub use writer::{SegmentMeta, SegmentWriter};

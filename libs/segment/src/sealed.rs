@@ -7,7 +7,7 @@ use std::path::Path;
 
 use eddy_filter::{Filter, IndexError, Plan, Planner, RoaringBitmap};
 use eddy_hnsw::{
-    exact_scan, scan_sq8_listed, GraphView, HnswParams, Query, ScanRows, SearchContext, Sq8View,
+    exact_scan, scan_sq8_codes, GraphView, HnswParams, Query, ScanRows, SearchContext, Sq8View,
     Vectors,
 };
 use eddy_quant::sq8::{Sq8Config, Sq8Quantizer};
@@ -110,25 +110,43 @@ impl Default for IndexParams {
     }
 }
 
-/// Whether a segment of `rows` rows with only `live` of them not deleted is
-/// searched for less by scanning the live rows' SQ8 codes than by walking
-/// its graph with a beam of `beam`. A walk routes through deleted nodes, so
-/// its cost grows as the live share `f` falls, about as `f^-0.7`; an SQ8
-/// walk of beam 40 on 61,681 rows of debian-minilm took 61, 108, 139 and
-/// 306 µs at 0, 50, 75 and 90 % deleted, a scan of the live rows' codes
-/// ~16 ns a row (`cargo run --release -p eddy-hnsw --example deleted_walk`),
-/// both made of the same SQ8 kernel calls. The scan pays below
-/// ~94 · beam · f^-0.7 live rows: at beam 40, 90 % deleted of 61k rows
-/// (6k live; 114 against 306 µs) but not 75 % (15k live; 250 against
-/// 139 µs).
-pub fn live_scan_pays(live: usize, rows: usize, beam: usize) -> bool {
+/// What the caller knows of the rows its `accept` refuses in one segment,
+/// so [`search_sealed`] can choose between walking the graph and scanning
+/// codes ([`code_scan_pays`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RowMask<'a> {
+    /// The rows not deleted, listed by the caller when most are deleted
+    /// (a scan then reads their codes only).
+    pub live: Option<&'a [u32]>,
+    /// How many rows `accept` refuses (deleted, or shadowed by fresher
+    /// events), counted once each, never more: a segment with every row
+    /// masked is not searched at all.
+    pub masked: usize,
+}
+
+/// Whether a graph segment of `rows` rows of which `accepted` are not
+/// deleted or shadowed is searched for less by scanning `scanned` rows'
+/// SQ8 codes (its live rows where listed, else all) than by walking its
+/// graph with a beam of `beam`. A walk routes through refused nodes, so
+/// its cost grows as the accepted share `f` falls, about as `f^-0.7`
+/// (with none accepted it visits every node); an SQ8 walk of beam 40 on
+/// 61,681 rows of debian-minilm took 61, 108, 139 and 306 µs at 0, 50, 75
+/// and 90 % deleted, a scan of codes ~16 ns a row (`cargo run --release -p
+/// eddy-hnsw --example deleted_walk`), both made of the same SQ8 kernel
+/// calls. The scan pays below ~94 · beam · f^-0.7 scanned rows: at beam
+/// 40, the live rows of a 90 % deleted 61k-row graph (6k; 114 against 306
+/// µs) but not of a 75 % deleted one (15k; 250 against 139 µs); all 61k
+/// rows only below ~1.8 % accepted (measured with shadowed rows, `--
+/// --shadowed`: ~1,000 µs for the scan, against a walk of 276 µs at 10 %
+/// accepted, 1,241 at 2 %, 4,055 at 0.5 % and 15,167 with none).
+pub fn code_scan_pays(scanned: usize, accepted: usize, rows: usize, beam: usize) -> bool {
     /// One walk step's cost in scanned rows, fitted as above.
     const ROWS_PER_BEAM_SLOT: f64 = 94.0;
-    if rows == 0 || live >= rows {
+    if rows == 0 || accepted >= rows {
         return false;
     }
-    let share = (live.max(1) as f64) / rows as f64;
-    (live as f64) < ROWS_PER_BEAM_SLOT * beam as f64 * share.powf(-0.7)
+    let share = (accepted.max(1) as f64) / rows as f64;
+    (scanned as f64) < ROWS_PER_BEAM_SLOT * beam as f64 * share.powf(-0.7)
 }
 
 /// Builds the graph (on the current rayon pool) and SQ8 codes of `seg` and
@@ -275,20 +293,24 @@ pub fn filter_rows(seg: &Segment, filter: &Filter) -> RoaringBitmap {
 /// first, scores "higher is closer". `index` is the segment's index file
 /// (graph, codes) once built; until then `scan_codes`
 /// ([`crate::train_scan_codes`] of its vectors), if given, let an unfiltered
-/// non-exact search scan codes instead of every f32 row. `live`, the rows
-/// not deleted (listed by the caller when most are deleted), lets a graph
-/// segment be searched by a scan of their SQ8 codes where
-/// [`live_scan_pays`].
+/// non-exact search scan codes instead of every f32 row. `mask` (how many
+/// rows `accept` refuses, and the live rows where the caller lists them)
+/// lets a graph segment be searched by a scan of SQ8 codes where
+/// [`code_scan_pays`], and one whose every row is refused be skipped.
 #[allow(clippy::too_many_arguments)]
 pub fn search_sealed(
     seg: &Segment,
     index: Option<&IndexFile>,
     scan_codes: Option<&ScanCodes>,
-    live: Option<&[u32]>,
+    mask: RowMask<'_>,
     query: &[f32],
     q: &SealedQuery<'_>,
     accept: &dyn Fn(u32) -> bool,
 ) -> Vec<Neighbor> {
+    if mask.masked >= seg.rows() {
+        // Every row deleted or shadowed: nothing to find.
+        return Vec::new();
+    }
     let vectors = segment_vectors(seg);
     let allowed = q.filter.map(|f| filter_rows(seg, f));
     let graph = if q.exact {
@@ -329,14 +351,16 @@ pub fn search_sealed(
     } else {
         q.k
     };
-    // A mostly deleted graph: scanning the live rows' codes can cost less
-    // than a walk routed through the deleted nodes.
-    if let (Some(live), Some(codes), None) = (live, &codes, &allowed) {
+    // A graph mostly deleted or shadowed: scanning codes can cost less than
+    // a walk routed through the refused nodes.
+    if let (Some(codes), None) = (&codes, &allowed) {
         let beam = q.ef.max(q.k).max(rescore);
-        if live_scan_pays(live.len(), seg.rows(), beam) {
+        let scanned = mask.live.map_or(seg.rows(), <[u32]>::len);
+        let accepted = seg.rows().saturating_sub(mask.masked);
+        if code_scan_pays(scanned, accepted, seg.rows(), beam) {
             let keep = rescore.max(scan_rescore_depth(q.k));
-            return neighbors(scan_sq8_listed(
-                &vectors, codes, query, q.k, keep, live, accept,
+            return neighbors(scan_sq8_codes(
+                &vectors, codes, query, q.k, keep, mask.live, accept,
             ));
         }
     }

@@ -9,7 +9,7 @@ use eddy_hnsw::GraphView;
 use eddy_model::{FieldType, IdType, Metric, PointId};
 use eddy_segment::{
     build_index, check_index, search_sealed, Error, Growing, IndexFile, IndexParams, IndexSection,
-    Residency, SealedQuery, Segment, FORMAT_VERSION, INDEX_FORMAT_VERSION,
+    Residency, RowMask, SealedQuery, Segment, FORMAT_VERSION, INDEX_FORMAT_VERSION,
 };
 
 /// Every way a file can be held; each test runs against all of them.
@@ -65,7 +65,15 @@ fn golden_file_of_the_current_format_reopens() {
             k: 2,
             ..SealedQuery::default()
         };
-        let hits = search_sealed(&seg, None, None, None, &[3.0, 2.0, 1.0], &exact, &|_| true);
+        let hits = search_sealed(
+            &seg,
+            None,
+            None,
+            RowMask::default(),
+            &[3.0, 2.0, 1.0],
+            &exact,
+            &|_| true,
+        );
         assert_eq!(hits[0].row, 2);
         assert_eq!(hits[0].score, 0.0);
     }

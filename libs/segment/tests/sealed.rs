@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, HashSet};
 use eddy_filter::Filter;
 use eddy_model::{FieldType, IdType, Metric, PointId};
 use eddy_segment::{
-    build_index, check_index, search_sealed, train_scan_codes, Growing, IndexFile, IndexParams,
-    Quantization, Residency, SealedQuery, Segment,
+    build_index, check_index, code_scan_pays, search_sealed, train_scan_codes, Growing, IndexFile,
+    IndexParams, Quantization, Residency, RowMask, SealedQuery, Segment,
 };
 use rand::{Rng, SeedableRng};
 
@@ -76,12 +76,27 @@ fn recall(
     let exact_q = SealedQuery { exact: true, ..*q };
     let (mut hit, mut total) = (0usize, 0usize);
     for query in queries() {
-        let truth: HashSet<u32> =
-            search_sealed(seg, Some(index), None, None, &query, &exact_q, accept)
-                .iter()
-                .map(|n| n.row)
-                .collect();
-        let got = search_sealed(seg, Some(index), None, None, &query, q, accept);
+        let truth: HashSet<u32> = search_sealed(
+            seg,
+            Some(index),
+            None,
+            RowMask::default(),
+            &query,
+            &exact_q,
+            accept,
+        )
+        .iter()
+        .map(|n| n.row)
+        .collect();
+        let got = search_sealed(
+            seg,
+            Some(index),
+            None,
+            RowMask::default(),
+            &query,
+            q,
+            accept,
+        );
         assert!(got.windows(2).all(|w| w[0].score >= w[1].score), "sorted");
         assert!(got.iter().all(|n| accept(n.row)), "accept is honoured");
         hit += got.iter().filter(|n| truth.contains(&n.row)).count();
@@ -107,6 +122,19 @@ fn graph_walks_match_exact_search() {
     }
 }
 
+/// The hits of `search`, as rows.
+fn rows_of(hits: &[eddy_segment::Neighbor]) -> Vec<u32> {
+    hits.iter().map(|n| n.row).collect()
+}
+
+/// `got` is `truth`, row for row, with exact scores.
+fn assert_exact(got: &[eddy_segment::Neighbor], truth: &[eddy_segment::Neighbor], what: &str) {
+    assert_eq!(rows_of(got), rows_of(truth), "{what}: the exact top k");
+    for (g, w) in got.iter().zip(truth) {
+        assert!((g.score - w.score).abs() <= 1e-5, "{what}: exact scores");
+    }
+}
+
 /// A graph segment whose rows are mostly deleted, given the list of its
 /// live rows, is searched by a scan of their SQ8 codes: the exact top 10
 /// of the live rows, deletes and shadows (`accept`) honoured, scores exact.
@@ -118,44 +146,104 @@ fn a_mostly_deleted_graph_segment_scans_its_live_rows() {
     // 90 % deleted; of the live rows, one in nine is shadowed by the tail.
     let live: Vec<u32> = (0..ROWS as u32).filter(|r| r.is_multiple_of(10)).collect();
     let accept = |row: u32| row.is_multiple_of(10) && !row.is_multiple_of(90);
+    let shadowed = live.iter().filter(|&&r| !accept(r)).count();
+    let mask = RowMask {
+        live: Some(&live),
+        masked: ROWS - live.len() + shadowed,
+    };
     let q = SealedQuery {
         k: 10,
         ef: 16,
         quantization: Quantization::Sq8,
         ..SealedQuery::default()
     };
-    assert!(eddy_segment::live_scan_pays(live.len(), ROWS, 40));
+    assert!(code_scan_pays(live.len(), ROWS - mask.masked, ROWS, 40));
     let exact_q = SealedQuery { exact: true, ..q };
     for query in queries() {
-        let truth = search_sealed(&seg, Some(&index), None, None, &query, &exact_q, &accept);
+        let truth = search_sealed(&seg, Some(&index), None, mask, &query, &exact_q, &accept);
         assert_eq!(truth.len(), 10);
-        let scanned = search_sealed(&seg, Some(&index), None, Some(&live), &query, &q, &accept);
-        let rows = |hits: &[eddy_segment::Neighbor]| hits.iter().map(|n| n.row).collect::<Vec<_>>();
-        assert_eq!(rows(&scanned), rows(&truth), "the live rows' exact top 10");
-        for (got, want) in scanned.iter().zip(&truth) {
-            assert!((got.score - want.score).abs() <= 1e-5, "exact scores");
-        }
-        let walked = search_sealed(&seg, Some(&index), None, None, &query, &q, &accept);
+        let scanned = search_sealed(&seg, Some(&index), None, mask, &query, &q, &accept);
+        assert_exact(&scanned, &truth, "the live rows' codes");
+        let walked = search_sealed(
+            &seg,
+            Some(&index),
+            None,
+            RowMask::default(),
+            &query,
+            &q,
+            &accept,
+        );
         assert!(walked.iter().all(|n| accept(n.row)));
     }
 }
 
-/// When a scan of the live rows' codes pays against a walk (the model
-/// fitted on debian-minilm in `live_scan_pays`' doc).
+/// A graph segment nearly every row of which the tail shadows (an upsert
+/// of every id, not yet sealed) is searched by a scan of every row's SQ8
+/// codes instead of a walk that visits nearly every node: the exact top
+/// 10 of the rows still accepted, scores exact; wholly shadowed, it is
+/// not searched at all.
 #[test]
-fn the_live_scan_pays_only_on_mostly_deleted_segments() {
-    use eddy_segment::live_scan_pays;
-    // 61,681 rows, beam 40: 90 % deleted scans, 75 % walks.
-    assert!(live_scan_pays(6_168, 61_681, 40));
-    assert!(!live_scan_pays(15_420, 61_681, 40));
-    // Nothing deleted, or an empty segment: always the walk.
-    assert!(!live_scan_pays(3_000, 3_000, 40));
-    assert!(!live_scan_pays(0, 0, 40));
+fn a_graph_segment_the_tail_shadows_almost_whole_scans_its_codes() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (seg, index) = fixture(dir.path());
+    let q = SealedQuery {
+        k: 10,
+        ef: 16,
+        quantization: Quantization::Sq8,
+        ..SealedQuery::default()
+    };
+    let exact_q = SealedQuery { exact: true, ..q };
+    // One row in a hundred not shadowed.
+    let accept = |row: u32| row % 100 == 37;
+    let accepted = (0..ROWS as u32).filter(|&r| accept(r)).count();
+    let mask = RowMask {
+        live: None,
+        masked: ROWS - accepted,
+    };
+    assert!(code_scan_pays(ROWS, accepted, ROWS, 40));
+    for query in queries() {
+        let truth = search_sealed(&seg, Some(&index), None, mask, &query, &exact_q, &accept);
+        assert_eq!(truth.len(), 10);
+        let scanned = search_sealed(&seg, Some(&index), None, mask, &query, &q, &accept);
+        assert_exact(&scanned, &truth, "every row's codes");
+    }
+    // Wholly shadowed: skipped, `accept` never asked.
+    let none = RowMask {
+        live: None,
+        masked: ROWS,
+    };
+    let asked = std::cell::Cell::new(0usize);
+    let refuse = |_: u32| {
+        asked.set(asked.get() + 1);
+        false
+    };
+    for query in queries().iter().take(5) {
+        assert!(search_sealed(&seg, Some(&index), None, none, query, &q, &refuse).is_empty());
+    }
+    assert_eq!(asked.get(), 0);
+}
+
+/// When a scan of codes pays against a walk (the model fitted on
+/// debian-minilm in `code_scan_pays`' doc).
+#[test]
+fn a_code_scan_pays_only_on_mostly_refused_segments() {
+    // 61,681 rows, beam 40: the live rows of a 90 % deleted graph are
+    // scanned, those of a 75 % deleted one walked.
+    assert!(code_scan_pays(6_168, 6_168, 61_681, 40));
+    assert!(!code_scan_pays(15_420, 15_420, 61_681, 40));
+    // Nothing refused, or an empty segment: always the walk.
+    assert!(!code_scan_pays(3_000, 3_000, 3_000, 40));
+    assert!(!code_scan_pays(0, 0, 0, 40));
     // Everything deleted: the scan of nothing.
-    assert!(live_scan_pays(0, 20_000, 40));
+    assert!(code_scan_pays(0, 0, 20_000, 40));
     // A wider beam makes the walk dearer, so the scan pays sooner.
-    assert!(!live_scan_pays(15_420, 61_681, 16));
-    assert!(live_scan_pays(15_420, 61_681, 128));
+    assert!(!code_scan_pays(15_420, 15_420, 61_681, 16));
+    assert!(code_scan_pays(15_420, 15_420, 61_681, 128));
+    // Shadowed, not deleted (every row scanned): at 1 % accepted, not at 10 %;
+    // wholly shadowed, always.
+    assert!(code_scan_pays(61_681, 617, 61_681, 40));
+    assert!(!code_scan_pays(61_681, 6_168, 61_681, 40));
+    assert!(code_scan_pays(61_681, 0, 61_681, 16));
 }
 
 /// Files read into huge-page memory answer exactly as their maps do, and
@@ -176,14 +264,30 @@ fn scan_codes_answer_an_unindexed_segment_like_the_exact_scan() {
     };
     let (mut same, mut total) = (0usize, 0usize);
     for query in queries() {
-        let truth = search_sealed(&seg, None, None, None, &query, &exact_q, &not_deleted);
+        let truth = search_sealed(
+            &seg,
+            None,
+            None,
+            RowMask::default(),
+            &query,
+            &exact_q,
+            &not_deleted,
+        );
         for quantization in [Quantization::Auto, Quantization::Sq8] {
             let q = SealedQuery {
                 k: 10,
                 quantization,
                 ..SealedQuery::default()
             };
-            let got = search_sealed(&seg, None, Some(&codes), None, &query, &q, &not_deleted);
+            let got = search_sealed(
+                &seg,
+                None,
+                Some(&codes),
+                RowMask::default(),
+                &query,
+                &q,
+                &not_deleted,
+            );
             assert!(got.windows(2).all(|w| w[0].score >= w[1].score), "sorted");
             assert!(got.iter().all(|n| not_deleted(n.row)), "accept is honoured");
             for n in &got {
@@ -206,7 +310,15 @@ fn scan_codes_answer_an_unindexed_segment_like_the_exact_scan() {
                 ..SealedQuery::default()
             },
         ] {
-            let got = search_sealed(&seg, None, Some(&codes), None, &query, &q, &not_deleted);
+            let got = search_sealed(
+                &seg,
+                None,
+                Some(&codes),
+                RowMask::default(),
+                &query,
+                &q,
+                &not_deleted,
+            );
             assert_eq!(got, truth, "f32 scan when codes may not rank rows");
         }
     }
@@ -227,8 +339,23 @@ fn scan_codes_answer_an_unindexed_segment_like_the_exact_scan() {
         ..SealedQuery::default()
     };
     let astray = queries().iter().any(|query| {
-        search_sealed(&seg, None, Some(&wrong), None, query, &q, &not_deleted)
-            != search_sealed(&seg, None, None, None, query, &exact_q, &not_deleted)
+        search_sealed(
+            &seg,
+            None,
+            Some(&wrong),
+            RowMask::default(),
+            query,
+            &q,
+            &not_deleted,
+        ) != search_sealed(
+            &seg,
+            None,
+            None,
+            RowMask::default(),
+            query,
+            &exact_q,
+            &not_deleted,
+        )
     });
     assert!(
         astray,
@@ -263,8 +390,24 @@ fn resident_copies_answer_like_the_maps() {
             ..SealedQuery::default()
         };
         for query in queries() {
-            let mapped = search_sealed(&seg, Some(&index), None, None, &query, &q, &all);
-            let resident = search_sealed(&seg_r, Some(&index_r), None, None, &query, &q, &all);
+            let mapped = search_sealed(
+                &seg,
+                Some(&index),
+                None,
+                RowMask::default(),
+                &query,
+                &q,
+                &all,
+            );
+            let resident = search_sealed(
+                &seg_r,
+                Some(&index_r),
+                None,
+                RowMask::default(),
+                &query,
+                &q,
+                &all,
+            );
             assert_eq!(mapped, resident, "{quantization:?}");
         }
     }
@@ -296,7 +439,15 @@ fn deletes_and_filters_restrict_results_without_losing_recall() {
     };
     assert_eq!(recall(&seg, &index, &q_red, &not_deleted), 1.0);
     for query in queries().iter().take(5) {
-        for n in search_sealed(&seg, Some(&index), None, None, query, &q_red, &not_deleted) {
+        for n in search_sealed(
+            &seg,
+            Some(&index),
+            None,
+            RowMask::default(),
+            query,
+            &q_red,
+            &not_deleted,
+        ) {
             assert_eq!(n.row % 50, 0, "only red rows");
         }
     }

@@ -159,14 +159,14 @@ fn quantized_scan_finds_the_exact_top_k_and_asks_only_candidates() {
     }
 }
 
-/// The listed SQ8 scan reads only the listed rows, keeps the best
-/// accepted ones and reports exact scores: kept deep enough it is the
-/// exact scan of the accepted listed rows; `accept` is asked only about
+/// The SQ8 code scan reads only the listed rows (or every row), keeps the
+/// best accepted ones and reports exact scores: kept deep enough it is the
+/// exact scan of the accepted rows; `accept` is asked only about
 /// candidates; codes that do not cover the rows fall back to the exact
 /// scan.
 #[test]
-fn the_listed_sq8_scan_finds_the_exact_top_k_of_the_listed_rows() {
-    use crate::{scan_sq8_listed, Sq8View};
+fn the_sq8_code_scan_finds_the_exact_top_k_of_the_scanned_rows() {
+    use crate::{scan_sq8_codes, Sq8View};
     let dim = 16;
     let d = data(600, dim);
     let query: Vec<f32> = (0..dim).map(|i| (i as f32 / 5.0).cos()).collect();
@@ -184,16 +184,16 @@ fn the_listed_sq8_scan_finds_the_exact_top_k_of_the_listed_rows() {
             asked.set(asked.get() + 1);
             accepted(r)
         };
-        let got = scan_sq8_listed(&v, &view, &query, 5, listed.len(), &listed, &accept);
+        let got = scan_sq8_codes(&v, &view, &query, 5, listed.len(), Some(&listed), &accept);
         assert_eq!(got, want, "{metric}: every listed row kept");
-        let shallow = scan_sq8_listed(&v, &view, &query, 5, 20, &listed, &accept);
+        let shallow = scan_sq8_codes(&v, &view, &query, 5, 20, Some(&listed), &accept);
         assert!(shallow.iter().all(|(r, _)| rows.contains(r)), "{metric}");
         for (row, score) in &shallow {
             let exact = exact_scan(&v, &query, 1, ScanRows::Listed(&[*row]));
             assert_eq!(exact, vec![(*row, *score)], "{metric}: scores are exact");
         }
         asked.set(0);
-        scan_sq8_listed(&v, &view, &query, 5, 10, &listed, &accept);
+        scan_sq8_codes(&v, &view, &query, 5, 10, Some(&listed), &accept);
         assert!(
             asked.get() < listed.len(),
             "{metric}: accept asked {} times for {} listed rows",
@@ -203,10 +203,26 @@ fn the_listed_sq8_scan_finds_the_exact_top_k_of_the_listed_rows() {
         let short = sq8_codes(&d, &d[..dim * 10], dim, metric);
         let short = Sq8View::from_codes(&short);
         assert_eq!(
-            scan_sq8_listed(&v, &short, &query, 5, 10, &listed, &accepted),
+            scan_sq8_codes(&v, &short, &query, 5, 10, Some(&listed), &accepted),
             want,
             "{metric}: codes that do not cover the rows"
         );
+        // Unlisted: every row scanned, one in twenty accepted (a graph
+        // the tail shadows almost whole).
+        let sparse = |r: u32| r % 20 == 7;
+        let every: Vec<u32> = (0..600).filter(|&r| sparse(r)).collect();
+        let want = exact_scan(&v, &query, 5, ScanRows::Listed(&every));
+        assert_eq!(
+            scan_sq8_codes(&v, &view, &query, 5, every.len(), None, &sparse),
+            want,
+            "{metric}: every row scanned"
+        );
+        assert_eq!(
+            scan_sq8_codes(&v, &short, &query, 5, 10, None, &sparse),
+            want,
+            "{metric}: every row, codes that do not cover the rows"
+        );
+        assert!(scan_sq8_codes(&v, &view, &query, 5, 10, None, &|_| false).is_empty());
     }
 }
 

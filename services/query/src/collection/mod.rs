@@ -7,6 +7,8 @@ mod scroll;
 mod search;
 mod shadow;
 mod snapshot;
+#[cfg(test)]
+mod testing;
 mod view;
 
 use std::collections::BTreeMap;
@@ -14,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use eddy_model::CollectionDef;
-use eddy_segment::{Growing, SCAN_CODES_FROM_ROWS};
+use eddy_segment::{Growing, RowMask, SCAN_CODES_FROM_ROWS};
 use parking_lot::RwLock;
 use tokio::time::Instant;
 
@@ -51,6 +53,20 @@ impl Served {
     pub fn sync_shadows(&mut self) {
         for id in self.tail.take_touched_since() {
             self.shadows.mark(&self.snapshot, &id);
+        }
+    }
+
+    /// What a search of segment `i` of the snapshot refuses: its deleted
+    /// rows (listed live rows where the snapshot keeps them) and the rows
+    /// the tail shadows, so the search can scan codes where a walk would
+    /// route through mostly refused nodes.
+    pub fn row_mask(&self, i: usize) -> RowMask<'_> {
+        let Some(s) = self.snapshot.segments.get(i) else {
+            return RowMask::default();
+        };
+        RowMask {
+            live: s.live_rows.as_deref().map(Vec::as_slice),
+            masked: s.deleted.len() as usize + self.shadows.count(i),
         }
     }
 

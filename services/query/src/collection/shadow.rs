@@ -16,6 +16,10 @@ use super::Snapshot;
 #[derive(Debug, Clone, Default)]
 pub struct Shadows {
     per_segment: Vec<Vec<u64>>,
+    /// Per segment, its shadowed rows that are not deleted: with the
+    /// deleted rows, what a search of it refuses (a graph nearly all
+    /// shadowed is scanned rather than walked through every node).
+    counts: Vec<usize>,
 }
 
 impl Shadows {
@@ -36,15 +40,25 @@ impl Shadows {
             };
             if self.per_segment.len() <= i {
                 self.per_segment.resize(snapshot.segments.len(), Vec::new());
+                self.counts.resize(snapshot.segments.len(), 0);
             }
             let bits = &mut self.per_segment[i];
             if bits.is_empty() {
                 bits.resize(s.segment.rows().div_ceil(64), 0);
             }
             if let Some(word) = bits.get_mut(row as usize / 64) {
-                *word |= 1 << (row % 64);
+                let bit = 1 << (row % 64);
+                if *word & bit == 0 && !s.deleted.contains(row) {
+                    self.counts[i] += 1;
+                }
+                *word |= bit;
             }
         }
+    }
+
+    /// How many rows of segment `segment` are shadowed and not deleted.
+    pub fn count(&self, segment: usize) -> usize {
+        self.counts.get(segment).copied().unwrap_or(0)
     }
 
     /// Whether row `row` of segment `segment` is shadowed.
@@ -53,5 +67,109 @@ impl Shadows {
             .get(segment)
             .and_then(|bits| bits.get(row as usize / 64))
             .is_some_and(|word| word & (1 << (row % 64)) != 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use eddy_manifest::{Manifest, Store};
+    use eddy_model::{CollectionDef, PointId};
+    use eddy_segment::{code_scan_pays, Residency, MIN_GRAPH_ROWS};
+    use roaring::RoaringBitmap;
+
+    use super::super::{Collection, Snapshot};
+    use crate::collection::testing::{indexed, vector, written_segment, DIM};
+    use crate::prepared::{PreparedSearch, QueryBatch};
+    use crate::request::{SearchRequest, Vectors};
+
+    /// A tail that upserts every id of a graph segment (a re-embedding
+    /// job, not sealed yet) shadows all its rows: with the deleted ones,
+    /// each counted once, the search refuses the whole segment, so it
+    /// scans its codes instead of a walk that visits every node, and the
+    /// answers are the tail's versions, as an exact search finds them.
+    #[test]
+    fn a_tail_that_rewrites_every_id_masks_the_whole_graph_segment() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(dir.path()).expect("store");
+        let def = CollectionDef::new("c", DIM as u32);
+        store.create_collection(&def).expect("create");
+        let rows = MIN_GRAPH_ROWS as u64;
+        let mut entry = written_segment(&store, rows);
+        let deleted: RoaringBitmap = (0..rows as u32).step_by(4).collect();
+        entry.deleted = deleted.len();
+        entry.deletes = Some(
+            store
+                .write_deletes("c", &entry.id, &deleted)
+                .expect("deletes"),
+        );
+        let mut manifest = Manifest::empty("c");
+        manifest.version = 1;
+        manifest.segments.push(entry);
+        let load = |m: &Manifest| {
+            Snapshot::load(&store, &def, m, &Snapshot::default(), Residency::Mapped)
+                .expect("local store")
+        };
+        let unindexed = load(&manifest);
+        let id = manifest.segments[0].id.clone();
+        manifest.segments[0].index = Some(indexed(&store, &unindexed.segments[0].segment, &id));
+        manifest.version = 2;
+        let c = Collection::new(def.clone());
+        c.install(load(&manifest));
+        assert!(c.snapshot().segments[0].index.is_some());
+        assert_eq!(c.served.read().row_mask(0).masked, rows as usize / 4);
+
+        // Half the ids first, then all (some twice): each row counts once.
+        let upsert = |from: u64, to: u64, offset: i64| {
+            c.apply_tail(|served| {
+                for n in from..to {
+                    let v = QueryBatch::new(&def, Vectors::Flat(vector(n + 7))).expect("valid");
+                    served
+                        .tail
+                        .upsert(PointId::Num(n), v.get(0), b"{}", 0, offset + n as i64);
+                }
+            })
+        };
+        upsert(0, rows / 2, 0);
+        let half = c.served.read().row_mask(0).masked;
+        assert_eq!(half, rows as usize / 4 + (rows as usize / 2) * 3 / 4);
+        upsert(0, rows, rows as i64);
+        let served = c.served.read();
+        let mask = served.row_mask(0);
+        assert_eq!(mask.masked, rows as usize, "every row refused, once");
+        assert!(code_scan_pays(rows as usize, 0, rows as usize, 10));
+        drop(served);
+
+        let queries = QueryBatch::new(
+            &def,
+            Vectors::Rows((0..20).map(|q| vector(5_000 + q * 13)).collect()),
+        )
+        .expect("valid");
+        let answer = |exact: bool| {
+            let mut request = SearchRequest::default();
+            request.params.k = 10;
+            request.params.exact = exact;
+            let search = PreparedSearch::new(&def, request).expect("valid");
+            c.search(&queries, 0..queries.len(), &search).hits
+        };
+        let (graph, exact) = (answer(false), answer(true));
+        for (q, (g, e)) in graph.iter().zip(&exact).enumerate() {
+            assert_eq!(g.len(), 10, "query {q}");
+            for (a, b) in g.iter().zip(e) {
+                assert!(
+                    (a.score - b.score).abs() < 1e-5,
+                    "query {q}: the exact scores"
+                );
+            }
+            let query = queries.get(q);
+            for hit in g {
+                let current = c.get(&hit.id, None).expect("live");
+                let score = eddy_kernels::dot(query, &current.vector);
+                assert!(
+                    (hit.score - score).abs() < 1e-4,
+                    "query {q}: {:?} answered from its tail version",
+                    hit.id
+                );
+            }
+        }
     }
 }

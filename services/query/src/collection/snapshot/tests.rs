@@ -1,17 +1,10 @@
 //! Snapshot loading: scan codes until the index file comes, live-row lists
 //! of mostly deleted segments, versions refused once superseded.
 
-use eddy_segment::{build_index, Growing, IndexParams, SCAN_CODES_FROM_ROWS};
+use eddy_segment::{Growing, SCAN_CODES_FROM_ROWS};
 
 use super::*;
-
-const DIM: usize = 8;
-
-fn vector(n: u64) -> Vec<f32> {
-    (0..DIM as u64)
-        .map(|d| ((n * 31 + d * 17) % 101) as f32 / 50.0 - 1.0)
-        .collect()
-}
+use crate::collection::testing::{indexed, vector, written_segment, DIM};
 
 fn codes_of(s: &Snapshot) -> Option<&Arc<ScanCodes>> {
     s.segments[0].scan_codes.as_ref()
@@ -113,44 +106,6 @@ fn a_mostly_deleted_indexed_segment_lists_its_live_rows() {
     few.segments[0].deleted = deleted.len();
     few.segments[0].deletes = Some(store.write_deletes("c", &id, &deleted).expect("deletes"));
     assert!(load(&few, &v3).segments[0].live_rows.is_none(), "a third");
-}
-
-/// The name of an index file built for `segment` (id `id`) of
-/// collection `c`.
-fn indexed(store: &Store, segment: &Segment, id: &str) -> String {
-    let name = store.new_index_name(id);
-    build_index(
-        segment,
-        &IndexParams::default(),
-        &store.index_path("c", &name),
-    )
-    .expect("index")
-    .expect("big enough for a graph");
-    name
-}
-
-/// A segment of `rows` points written to `store`'s collection `c`, as
-/// a manifest lists it.
-fn written_segment(store: &Store, rows: u64) -> SegmentEntry {
-    let def = CollectionDef::new("c", DIM as u32);
-    let mut g = Growing::new(DIM, def.metric, def.id_type);
-    for n in 0..rows {
-        g.upsert(PointId::Num(n), &vector(n), b"{}", 0, n as i64);
-    }
-    let (id, path) = store.new_segment("c");
-    let bytes = g
-        .write_segment(&path, &BTreeMap::new())
-        .expect("segment")
-        .bytes;
-    SegmentEntry {
-        id,
-        rows,
-        bytes,
-        deletes: None,
-        deleted: 0,
-        offset_ranges: BTreeMap::new(),
-        index: None,
-    }
 }
 
 /// A node slow to load a version may find its files collected: newer

@@ -1,0 +1,68 @@
+//! Fixtures for the collection's tests: segments written to a store's
+//! collection `c`, and their index files.
+
+use std::collections::BTreeMap;
+
+use eddy_manifest::{SegmentEntry, Store};
+use eddy_model::{CollectionDef, PointId};
+use eddy_segment::{build_index, Growing, IndexParams, Segment};
+
+/// Dimensions of the fixtures' vectors.
+pub const DIM: usize = 8;
+
+/// Point `n`'s vector of [`DIM`] dimensions.
+pub fn vector(n: u64) -> Vec<f32> {
+    vector_of(n, DIM)
+}
+
+/// Point `n`'s vector of `dim` dimensions: pseudo-random coordinates in
+/// [-1, 1], the same on every run, no two points alike.
+pub fn vector_of(n: u64, dim: usize) -> Vec<f32> {
+    let mut state = n.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..dim)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % 2_001) as f32 / 1_000.0 - 1.0
+        })
+        .collect()
+}
+
+/// The name of an index file built for `segment` (id `id`) of
+/// collection `c`.
+pub fn indexed(store: &Store, segment: &Segment, id: &str) -> String {
+    let name = store.new_index_name(id);
+    build_index(
+        segment,
+        &IndexParams::default(),
+        &store.index_path("c", &name),
+    )
+    .expect("index")
+    .expect("big enough for a graph");
+    name
+}
+
+/// A segment of `rows` points written to `store`'s collection `c`, as
+/// a manifest lists it.
+pub fn written_segment(store: &Store, rows: u64) -> SegmentEntry {
+    let def = CollectionDef::new("c", DIM as u32);
+    let mut g = Growing::new(DIM, def.metric, def.id_type);
+    for n in 0..rows {
+        g.upsert(PointId::Num(n), &vector(n), b"{}", 0, n as i64);
+    }
+    let (id, path) = store.new_segment("c");
+    let bytes = g
+        .write_segment(&path, &BTreeMap::new())
+        .expect("segment")
+        .bytes;
+    SegmentEntry {
+        id,
+        rows,
+        bytes,
+        deletes: None,
+        deleted: 0,
+        offset_ranges: BTreeMap::new(),
+        index: None,
+    }
+}
