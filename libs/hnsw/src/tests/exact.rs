@@ -237,3 +237,48 @@ fn scans_of_nothing_are_empty() {
     assert!(exact_scan(&v, &q, 3, ScanRows::All(&|_| false)).is_empty());
     assert_eq!(exact_scan(&v, &q, 30, ScanRows::Listed(&[4, 2])).len(), 2);
 }
+
+/// The shortlist's selection: every row it returns is accepted, it holds
+/// at least `count` rows where that many are accepted (all of them where
+/// fewer are), and it is exactly the accepted rows closer than some
+/// distance (no accepted row left out is as close as one taken: ties at
+/// the last distance taken are all kept), each row once.
+#[test]
+fn the_nearest_accepted_rows_are_all_those_below_a_distance() {
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for round in 0..40 {
+        let rows = 1 + (next() % 3_000) as usize;
+        let max_distance = 8 + (next() % 400) as usize;
+        // Narrow spreads (many ties) and wide ones, some past the maximum.
+        let spread = 1 + next() % (max_distance as u64 + 4);
+        let distances: Vec<u32> = (0..rows).map(|_| (next() % spread) as u32).collect();
+        let refuse_every = 1 + (next() % 5) as u32;
+        let accept = |r: u32| r % refuse_every != 1 || refuse_every == 1;
+        let count = (next() % 600) as usize;
+        let taken = nearest_accepted(&distances, max_distance, count, &accept);
+        let accepted = (0..rows as u32).filter(|&r| accept(r)).count();
+        assert!(taken.iter().all(|&r| accept(r)), "round {round}");
+        assert!(taken.len() >= count.min(accepted), "round {round}");
+        let mut sorted = taken.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), taken.len(), "round {round}: each row once");
+        let cap = |d: u32| d.min(max_distance as u32 + 1);
+        let far = taken.iter().map(|&r| cap(distances[r as usize])).max();
+        for r in (0..rows as u32).filter(|&r| accept(r)) {
+            let d = cap(distances[r as usize]);
+            if far.is_some_and(|f| d <= f) {
+                assert!(
+                    sorted.binary_search(&r).is_ok(),
+                    "round {round}: row {r} left out"
+                );
+            }
+        }
+    }
+}
