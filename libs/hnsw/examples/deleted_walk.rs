@@ -42,6 +42,27 @@ fn deleted(i: usize, share: f64) -> bool {
     ((h >> 11) as f64 / (1u64 << 53) as f64) < share
 }
 
+/// The rows not deleted at `share`, of `rows`.
+fn kept_rows(rows: usize, share: f64) -> Vec<u32> {
+    (0..rows)
+        .filter(|&i| !deleted(i, share))
+        .map(|i| i as u32)
+        .collect()
+}
+
+/// The exact top `K` rows among `rows` of each query.
+fn exact_top(all: &Vectors<'_>, queries: &[Vec<f32>], rows: &[u32]) -> Vec<Vec<u32>> {
+    queries
+        .iter()
+        .map(|q| {
+            exact_scan(all, q, K, ScanRows::Listed(rows))
+                .into_iter()
+                .map(|(r, _)| r)
+                .collect()
+        })
+        .collect()
+}
+
 /// One way of searching: the query, and the `(row, score)` hits it fills.
 type Search<'a> = dyn FnMut(&[f32], &mut Vec<(u32, f32)>) + 'a;
 
@@ -108,20 +129,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &SHARES
     };
     for &share in deleted_shares {
-        let live: Vec<u32> = (0..base.rows())
-            .filter(|&i| !deleted(i, share))
-            .map(|i| i as u32)
-            .collect();
+        let live = kept_rows(base.rows(), share);
         let is_live = |r: u32| !deleted(r as usize, share);
-        let truth: Vec<Vec<u32>> = queries
-            .iter()
-            .map(|q| {
-                exact_scan(&all, q, K, ScanRows::Listed(&live))
-                    .into_iter()
-                    .map(|(r, _)| r)
-                    .collect()
-            })
-            .collect();
+        let truth = exact_top(&all, &queries, &live);
         // The live rows alone, renumbered, and their own graph.
         let live_data: Vec<f32> = live
             .iter()
@@ -177,20 +187,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // codes and `accept` refuses the shadowed ones.
     println!("shadowed: SQ8 walk (ef 16) against the scan of every row's codes");
     for share in SHADOWED {
-        let accepted: Vec<u32> = (0..base.rows())
-            .filter(|&i| !deleted(i, share))
-            .map(|i| i as u32)
-            .collect();
+        let accepted = kept_rows(base.rows(), share);
         let is_accepted = |r: u32| !deleted(r as usize, share);
-        let truth: Vec<Vec<u32>> = queries
-            .iter()
-            .map(|q| {
-                exact_scan(&all, q, K, ScanRows::Listed(&accepted))
-                    .into_iter()
-                    .map(|(r, _)| r)
-                    .collect()
-            })
-            .collect();
+        let truth = exact_top(&all, &queries, &accepted);
         let walked = measure(&queries, &truth, &mut |q, out| {
             let query = Query::new(K, 16)
                 .with_rescore(RESCORE)

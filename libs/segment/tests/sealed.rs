@@ -164,15 +164,8 @@ fn a_mostly_deleted_graph_segment_scans_its_live_rows() {
         assert_eq!(truth.len(), 10);
         let scanned = search_sealed(&seg, Some(&index), None, mask, &query, &q, &accept);
         assert_exact(&scanned, &truth, "the live rows' codes");
-        let walked = search_sealed(
-            &seg,
-            Some(&index),
-            None,
-            RowMask::default(),
-            &query,
-            &q,
-            &accept,
-        );
+        let unmasked = RowMask::default();
+        let walked = search_sealed(&seg, Some(&index), None, unmasked, &query, &q, &accept);
         assert!(walked.iter().all(|n| accept(n.row)));
     }
 }
@@ -273,21 +266,17 @@ fn scan_codes_answer_an_unindexed_segment_like_the_exact_scan() {
             &exact_q,
             &not_deleted,
         );
+        let scan = |q: &SealedQuery<'_>| {
+            let mask = RowMask::default();
+            search_sealed(&seg, None, Some(&codes), mask, &query, q, &not_deleted)
+        };
         for quantization in [Quantization::Auto, Quantization::Sq8] {
             let q = SealedQuery {
                 k: 10,
                 quantization,
                 ..SealedQuery::default()
             };
-            let got = search_sealed(
-                &seg,
-                None,
-                Some(&codes),
-                RowMask::default(),
-                &query,
-                &q,
-                &not_deleted,
-            );
+            let got = scan(&q);
             assert!(got.windows(2).all(|w| w[0].score >= w[1].score), "sorted");
             assert!(got.iter().all(|n| not_deleted(n.row)), "accept is honoured");
             for n in &got {
@@ -310,15 +299,7 @@ fn scan_codes_answer_an_unindexed_segment_like_the_exact_scan() {
                 ..SealedQuery::default()
             },
         ] {
-            let got = search_sealed(
-                &seg,
-                None,
-                Some(&codes),
-                RowMask::default(),
-                &query,
-                &q,
-                &not_deleted,
-            );
+            let got = scan(&q);
             assert_eq!(got, truth, "f32 scan when codes may not rank rows");
         }
     }

@@ -165,7 +165,8 @@ mod tests {
     use eddy_segment::SCAN_CODES_FROM_ROWS;
 
     use super::*;
-    use crate::request::{SearchRequest, Vectors};
+    use crate::collection::testing::served_and_exact;
+    use crate::request::Vectors;
 
     const DIM: usize = 24;
 
@@ -201,14 +202,7 @@ mod tests {
             Vectors::Rows((0..30).map(|q| vector(100_000 + q)).collect()),
         )
         .expect("valid");
-        let answer = |exact: bool| {
-            let mut request = SearchRequest::default();
-            request.params.k = 10;
-            request.params.exact = exact;
-            let search = PreparedSearch::new(&def, request).expect("valid");
-            c.search(&queries, 0..queries.len(), &search).hits
-        };
-        let (graph, exact) = (answer(false), answer(true));
+        let (graph, exact) = served_and_exact(&c, &def, &queries);
         for (q, (g, e)) in graph.iter().zip(&exact).enumerate() {
             let ids = |hits: &[Hit]| hits.iter().map(|h| h.id.clone()).collect::<Vec<_>>();
             assert_eq!(ids(g), ids(e), "query {q}");

@@ -72,15 +72,17 @@ impl Shadows {
 
 #[cfg(test)]
 mod tests {
-    use eddy_manifest::{Manifest, Store};
-    use eddy_model::{CollectionDef, PointId};
+    use eddy_manifest::Manifest;
+    use eddy_model::PointId;
     use eddy_segment::{code_scan_pays, Residency, MIN_GRAPH_ROWS};
     use roaring::RoaringBitmap;
 
     use super::super::{Collection, Snapshot};
-    use crate::collection::testing::{indexed, vector, written_segment, DIM};
-    use crate::prepared::{PreparedSearch, QueryBatch};
-    use crate::request::{SearchRequest, Vectors};
+    use crate::collection::testing::{
+        indexed, served_and_exact, store_with_collection, vector, written_segment,
+    };
+    use crate::prepared::QueryBatch;
+    use crate::request::Vectors;
 
     /// A tail that upserts every id of a graph segment (a re-embedding
     /// job, not sealed yet) shadows all its rows: with the deleted ones,
@@ -89,10 +91,7 @@ mod tests {
     /// answers are the tail's versions, as an exact search finds them.
     #[test]
     fn a_tail_that_rewrites_every_id_masks_the_whole_graph_segment() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let store = Store::open(dir.path()).expect("store");
-        let def = CollectionDef::new("c", DIM as u32);
-        store.create_collection(&def).expect("create");
+        let (_dir, store, def) = store_with_collection();
         let rows = MIN_GRAPH_ROWS as u64;
         let mut entry = written_segment(&store, rows);
         let deleted: RoaringBitmap = (0..rows as u32).step_by(4).collect();
@@ -144,14 +143,7 @@ mod tests {
             Vectors::Rows((0..20).map(|q| vector(5_000 + q * 13)).collect()),
         )
         .expect("valid");
-        let answer = |exact: bool| {
-            let mut request = SearchRequest::default();
-            request.params.k = 10;
-            request.params.exact = exact;
-            let search = PreparedSearch::new(&def, request).expect("valid");
-            c.search(&queries, 0..queries.len(), &search).hits
-        };
-        let (graph, exact) = (answer(false), answer(true));
+        let (graph, exact) = served_and_exact(&c, &def, &queries);
         for (q, (g, e)) in graph.iter().zip(&exact).enumerate() {
             assert_eq!(g.len(), 10, "query {q}");
             for (a, b) in g.iter().zip(e) {

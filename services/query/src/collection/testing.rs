@@ -7,6 +7,21 @@ use eddy_manifest::{SegmentEntry, Store};
 use eddy_model::{CollectionDef, PointId};
 use eddy_segment::{build_index, Growing, IndexParams, Segment};
 
+use super::Collection;
+use crate::prepared::{PreparedSearch, QueryBatch};
+use crate::request::SearchRequest;
+use crate::results::Hit;
+
+/// A store in a temporary directory (kept while the guard lives) holding
+/// collection `c` of [`DIM`] dimensions.
+pub fn store_with_collection() -> (tempfile::TempDir, Store, CollectionDef) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Store::open(dir.path()).expect("store");
+    let def = CollectionDef::new("c", DIM as u32);
+    store.create_collection(&def).expect("create");
+    (dir, store, def)
+}
+
 /// Dimensions of the fixtures' vectors.
 pub const DIM: usize = 8;
 
@@ -65,4 +80,21 @@ pub fn written_segment(store: &Store, rows: u64) -> SegmentEntry {
         offset_ranges: BTreeMap::new(),
         index: None,
     }
+}
+
+/// The top 10 of each of `queries` in `c`: searched as served (graph walks,
+/// code scans), and exactly.
+pub fn served_and_exact(
+    c: &Collection,
+    def: &CollectionDef,
+    queries: &QueryBatch,
+) -> (Vec<Vec<Hit>>, Vec<Vec<Hit>>) {
+    let answer = |exact: bool| {
+        let mut request = SearchRequest::default();
+        request.params.k = 10;
+        request.params.exact = exact;
+        let search = PreparedSearch::new(def, request).expect("valid");
+        c.search(queries, 0..queries.len(), &search).hits
+    };
+    (answer(false), answer(true))
 }

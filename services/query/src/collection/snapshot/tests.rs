@@ -4,7 +4,7 @@
 use eddy_segment::{Growing, SCAN_CODES_FROM_ROWS};
 
 use super::*;
-use crate::collection::testing::{indexed, vector, written_segment, DIM};
+use crate::collection::testing::{indexed, store_with_collection, vector, written_segment, DIM};
 
 fn codes_of(s: &Snapshot) -> Option<&Arc<ScanCodes>> {
     s.segments[0].scan_codes.as_ref()
@@ -15,10 +15,7 @@ fn codes_of(s: &Snapshot) -> Option<&Arc<ScanCodes>> {
 /// dropped once it does (the index file's codes take over).
 #[test]
 fn a_segment_awaiting_its_index_is_served_with_scan_codes_until_it_comes() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store = Store::open(dir.path()).expect("store");
-    let def = CollectionDef::new("c", DIM as u32);
-    store.create_collection(&def).expect("create");
+    let (_dir, store, def) = store_with_collection();
     let rows = SCAN_CODES_FROM_ROWS.max(eddy_segment::MIN_GRAPH_ROWS) as u64;
     let entry = written_segment(&store, rows);
     let (id, bytes) = (entry.id.clone(), entry.bytes);
@@ -52,10 +49,7 @@ fn a_segment_awaiting_its_index_is_served_with_scan_codes_until_it_comes() {
 /// same delete file keeps the list.
 #[test]
 fn a_mostly_deleted_indexed_segment_lists_its_live_rows() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store = Store::open(dir.path()).expect("store");
-    let def = CollectionDef::new("c", DIM as u32);
-    store.create_collection(&def).expect("create");
+    let (_dir, store, def) = store_with_collection();
     let rows = eddy_segment::MIN_GRAPH_ROWS as u64;
     let entry = written_segment(&store, rows);
     let id = entry.id.clone();
@@ -117,10 +111,7 @@ fn a_mostly_deleted_indexed_segment_lists_its_live_rows() {
 /// two live points missing from an exact answer this way).
 #[test]
 fn a_version_collected_while_it_loads_is_superseded_not_quarantined() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store = Store::open(dir.path()).expect("store");
-    let def = CollectionDef::new("c", DIM as u32);
-    store.create_collection(&def).expect("create");
+    let (_dir, store, def) = store_with_collection();
     let publish = |segment: SegmentEntry| {
         store
             .update::<eddy_manifest::Error>("c", |latest| {
