@@ -116,8 +116,9 @@ pub struct QueryConfig {
 
     /// How served segment and index files are held: `huge-pages` reads them
     /// into memory backed by transparent huge pages (fewer TLB misses on a
-    /// graph walk, measured 1.2-1.4x queries/s), `mapped` memory-maps them
-    /// (zero copy, evictable).
+    /// graph walk, measured 1.2-1.4x queries/s; a starting node serves its
+    /// first snapshot from maps and moves them in right after), `mapped`
+    /// memory-maps them (zero copy, evictable).
     #[arg(long, env = "EDDY_SEGMENT_RESIDENCY", default_value_t = Residency::HugePages)]
     pub segment_residency: Residency,
 

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use eddy_segment::Residency;
 use tracing::{error, info, warn};
 
 use crate::collection::{Collection, Snapshot};
@@ -18,6 +19,8 @@ pub(crate) async fn watch_manifests(engine: Arc<Engine>, collection: Arc<Collect
     while !collection.is_stopped() {
         let (store, current) = (engine.store().clone(), collection.snapshot());
         let ready = collection.snapshot_ready();
+        let load_as = load_residency(residency, ready);
+        let held_otherwise = current.segments.iter().any(|s| s.residency != load_as);
         let def = collection.def().clone();
         let shards = collection.shards().to_vec();
         let loaded =
@@ -32,12 +35,12 @@ pub(crate) async fn watch_manifests(engine: Arc<Engine>, collection: Arc<Collect
                         .get(&m.collection)
                         .is_some_and(|v| m.version <= *v)
                 });
-                if ready && unchanged {
+                if ready && unchanged && !held_otherwise {
                     return Ok(None);
                 }
                 let manifests: Vec<_> = manifests.iter().map(|(s, m)| (*s, m)).collect();
                 Ok(Some(Snapshot::load_shards(
-                    &store, &def, &manifests, &current, residency,
+                    &store, &def, &manifests, &current, load_as,
                 )?))
             })
             .await;
@@ -67,7 +70,7 @@ pub(crate) async fn watch_manifests(engine: Arc<Engine>, collection: Arc<Collect
                 };
                 m.segment_loads.with_label_values(&[outcome]).inc();
                 if snapshot.version > 0 {
-                    info!(collection = %name, version = snapshot.version, segments = snapshot.segments.len(), "snapshot installed");
+                    info!(collection = %name, version = snapshot.version, segments = snapshot.segments.len(), residency = %load_as, "snapshot installed");
                 }
                 // Installing prunes the tail and rebuilds which sealed rows
                 // it shadows (work in the tail's size), under the write lock:
@@ -76,6 +79,10 @@ pub(crate) async fn watch_manifests(engine: Arc<Engine>, collection: Arc<Collect
                 if let Err(e) = tokio::task::spawn_blocking(move || target.install(snapshot)).await
                 {
                     error!(collection = %name, error = %e, "installing a snapshot panicked");
+                }
+                if load_as != residency {
+                    // Served from mapped files: now hold them as asked.
+                    continue;
                 }
             }
             Ok(Ok(None)) => {}
@@ -103,5 +110,37 @@ pub(crate) async fn watch_manifests(engine: Arc<Engine>, collection: Arc<Collect
             Err(e) => error!(collection = %name, error = %e, "manifest loader panicked"),
         }
         tokio::time::sleep(poll).await;
+    }
+}
+
+/// How the next load holds new files: as configured, except that until a
+/// node serves its first snapshot it maps them (serving as soon as they
+/// are there and verified), and the load after moves them into huge pages
+/// while it serves. A cold start skips the zeroing and copying of the huge
+/// pages (most of a local cold start's CPU, by `perf`).
+fn load_residency(configured: Residency, ready: bool) -> Residency {
+    if ready {
+        configured
+    } else {
+        Residency::Mapped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_maps_files_until_it_serves_then_holds_them_as_configured() {
+        assert_eq!(
+            load_residency(Residency::HugePages, false),
+            Residency::Mapped
+        );
+        assert_eq!(
+            load_residency(Residency::HugePages, true),
+            Residency::HugePages
+        );
+        assert_eq!(load_residency(Residency::Mapped, false), Residency::Mapped);
+        assert_eq!(load_residency(Residency::Mapped, true), Residency::Mapped);
     }
 }

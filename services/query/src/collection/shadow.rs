@@ -75,11 +75,10 @@ mod tests {
     use eddy_manifest::Manifest;
     use eddy_model::PointId;
     use eddy_segment::{code_scan_pays, Residency, MIN_GRAPH_ROWS};
-    use roaring::RoaringBitmap;
 
     use super::super::{Collection, Snapshot};
     use crate::collection::testing::{
-        indexed, served_and_exact, store_with_collection, vector, written_segment,
+        indexed_with_deletes, served_and_exact, store_with_collection, vector,
     };
     use crate::prepared::QueryBatch;
     use crate::request::Vectors;
@@ -93,25 +92,11 @@ mod tests {
     fn a_tail_that_rewrites_every_id_masks_the_whole_graph_segment() {
         let (_dir, store, def) = store_with_collection();
         let rows = MIN_GRAPH_ROWS as u64;
-        let mut entry = written_segment(&store, rows);
-        let deleted: RoaringBitmap = (0..rows as u32).step_by(4).collect();
-        entry.deleted = deleted.len();
-        entry.deletes = Some(
-            store
-                .write_deletes("c", &entry.id, &deleted)
-                .expect("deletes"),
-        );
-        let mut manifest = Manifest::empty("c");
-        manifest.version = 1;
-        manifest.segments.push(entry);
+        let manifest = indexed_with_deletes(&store, &def, rows, 4);
         let load = |m: &Manifest| {
             Snapshot::load(&store, &def, m, &Snapshot::default(), Residency::Mapped)
                 .expect("local store")
         };
-        let unindexed = load(&manifest);
-        let id = manifest.segments[0].id.clone();
-        manifest.segments[0].index = Some(indexed(&store, &unindexed.segments[0].segment, &id));
-        manifest.version = 2;
         let c = Collection::new(def.clone());
         c.install(load(&manifest));
         assert!(c.snapshot().segments[0].index.is_some());

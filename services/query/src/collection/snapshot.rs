@@ -38,6 +38,10 @@ pub struct LoadedSegment {
     /// The payload fields its payload index covers, with their types (a
     /// filter on any other field reads the segment's payloads).
     pub indexed_fields: Arc<BTreeMap<String, FieldType>>,
+    /// How its segment and index files are held: a load asking for another
+    /// residency opens them again (a node that starts serving from mapped
+    /// files moves them into huge pages this way).
+    pub residency: Residency,
 }
 
 impl LoadedSegment {
@@ -212,7 +216,10 @@ impl Snapshot {
         let mut quarantined = Vec::new();
         for entry in &manifest.segments {
             let old = previous.segments.iter().find(|s| s.entry.id == entry.id);
-            let segment = match old {
+            // Files held otherwise than asked are opened again; what was
+            // derived from them (codes, lists, fields) is kept.
+            let held = old.filter(|s| s.residency == residency);
+            let segment = match held {
                 Some(s) => Ok(s.segment.clone()),
                 None => {
                     open_checked(store, def, &manifest.collection, entry, residency).map(Arc::new)
@@ -239,7 +246,7 @@ impl Snapshot {
                     continue;
                 }
             };
-            let index = match (old, &entry.index) {
+            let index = match (held, &entry.index) {
                 (Some(s), Some(_)) if s.entry.index == entry.index => s.index.clone(),
                 (_, Some(name)) => {
                     load_index(store, &manifest.collection, name, &segment, residency)
@@ -279,6 +286,7 @@ impl Snapshot {
                 scan_codes,
                 live_rows,
                 indexed_fields,
+                residency,
             });
         }
         if !quarantined.is_empty() {

@@ -3,11 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use eddy_manifest::{SegmentEntry, Store};
+use eddy_manifest::{Manifest, SegmentEntry, Store};
 use eddy_model::{CollectionDef, PointId};
-use eddy_segment::{build_index, Growing, IndexParams, Segment};
+use eddy_segment::{build_index, Growing, IndexParams, Residency, Segment};
 
-use super::Collection;
+use super::{Collection, Snapshot};
 use crate::prepared::{PreparedSearch, QueryBatch};
 use crate::request::SearchRequest;
 use crate::results::Hit;
@@ -97,4 +97,37 @@ pub fn served_and_exact(
         c.search(queries, 0..queries.len(), &search).hits
     };
     (answer(false), answer(true))
+}
+
+/// A manifest of collection `c` listing one indexed segment of `rows`
+/// points written to `store`, every `every`-th row deleted.
+pub fn indexed_with_deletes(
+    store: &Store,
+    def: &CollectionDef,
+    rows: u64,
+    every: usize,
+) -> Manifest {
+    let mut entry = written_segment(store, rows);
+    let deleted: roaring::RoaringBitmap = (0..rows as u32).step_by(every).collect();
+    entry.deleted = deleted.len();
+    entry.deletes = Some(
+        store
+            .write_deletes("c", &entry.id, &deleted)
+            .expect("deletes"),
+    );
+    let mut manifest = Manifest::empty("c");
+    manifest.version = 1;
+    manifest.segments.push(entry);
+    let unindexed = Snapshot::load(
+        store,
+        def,
+        &manifest,
+        &Snapshot::default(),
+        Residency::Mapped,
+    )
+    .expect("local store");
+    let id = manifest.segments[0].id.clone();
+    manifest.segments[0].index = Some(indexed(store, &unindexed.segments[0].segment, &id));
+    manifest.version = 2;
+    manifest
 }

@@ -322,6 +322,7 @@ mod tests {
                 scan_codes: None,
                 live_rows: None,
                 indexed_fields: Arc::new(BTreeMap::new()),
+                residency: eddy_segment::Residency::Mapped,
             });
         }
         c.install(Snapshot {

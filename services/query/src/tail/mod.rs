@@ -52,7 +52,7 @@ struct Tail<'c> {
     topic: String,
     /// The partitions it follows: those of the shards this node serves.
     partitions: Vec<u32>,
-    gaps: Gaps,
+    gaps: GapPolicy,
     /// Per stale partition, the snapshot cut-off when it went stale: a
     /// different cut-off (an operator resumed it, or ingest sealed past
     /// the problem) restarts it from there.
@@ -84,6 +84,7 @@ pub fn run_tail(
             return;
         }
     };
+    let gaps = GapPolicy::read(kafka.clone(), topic.clone(), name.clone());
     let partitions = wait_for_topic(&collection, &consumer, &topic);
     if partitions == 0 {
         return;
@@ -96,15 +97,9 @@ pub fn run_tail(
         collection.set_tail_ready();
         return;
     }
-    let gaps = match eddy_kafka::topic_gaps(kafka, &topic, Duration::from_secs(5)) {
-        Ok(gaps) => gaps,
-        Err(e) => {
-            warn!(collection = %name, error = %e, "tail: reading the topic's cleanup.policy failed: treating it as not compacted");
-            Gaps::Refused
-        }
-    };
     // The topic's metadata and policy are read while the first snapshot
-    // loads; the log ranges are read after it, next to the assignment.
+    // loads (the policy until the first batch needs it); the log ranges
+    // are read after it, next to the assignment.
     if !wait_for_snapshot(&collection) {
         return;
     }
@@ -126,6 +121,53 @@ pub fn run_tail(
     info!(collection = %name, topic = %tail.topic, partitions = ?tail.partitions, "tail started");
     tail.run();
     info!(collection = %name, "tail stopped");
+}
+
+/// Whether the topic's log may have gaps (`cleanup.policy`), read on a
+/// thread of its own: the admin request takes ~100 ms on Tansu, longer than
+/// the rest of the tail's start together, so the tail is assigned (and the
+/// node ready) meanwhile and only its first batch waits for the answer.
+enum GapPolicy {
+    /// Being read.
+    Reading(std::thread::JoinHandle<Gaps>),
+    /// Read (or taken as not compacted after a failure).
+    Known(Gaps),
+}
+
+impl GapPolicy {
+    /// Starts reading `topic`'s policy (collection `name`, for the log).
+    fn read(kafka: KafkaSettings, topic: String, name: String) -> Self {
+        let read = move || match eddy_kafka::topic_gaps(&kafka, &topic, Duration::from_secs(5)) {
+            Ok(gaps) => gaps,
+            Err(e) => {
+                warn!(collection = %name, error = %e, "tail: reading the topic's cleanup.policy failed: treating it as not compacted");
+                Gaps::Refused
+            }
+        };
+        match std::thread::Builder::new()
+            .name("eddy-tail-policy".into())
+            .spawn(read)
+        {
+            Ok(handle) => Self::Reading(handle),
+            Err(e) => {
+                warn!(error = %e, "tail: no thread to read the topic's cleanup.policy: treating it as not compacted");
+                Self::Known(Gaps::Refused)
+            }
+        }
+    }
+
+    /// The policy, waiting for it the first time.
+    fn get(&mut self) -> Gaps {
+        let gaps = match std::mem::replace(self, Self::Known(Gaps::Refused)) {
+            Self::Known(gaps) => gaps,
+            Self::Reading(handle) => handle.join().unwrap_or_else(|_| {
+                error!("tail: reading the topic's cleanup.policy panicked: treating it as not compacted");
+                Gaps::Refused
+            }),
+        };
+        *self = Self::Known(gaps);
+        gaps
+    }
 }
 
 /// Waits for the topic to exist; returns its partition count (0 =
@@ -291,7 +333,8 @@ impl Tail<'_> {
                 timeout = Duration::ZERO;
             }
             if !batch.is_empty() {
-                let gapped = apply::apply_batch(self.collection, &batch, self.gaps, &self.metrics);
+                let gaps = self.gaps.get();
+                let gapped = apply::apply_batch(self.collection, &batch, gaps, &self.metrics);
                 batch.clear();
                 for (partition, reason, expected, got) in gapped {
                     self.mark_stale(partition, reason, expected, got);

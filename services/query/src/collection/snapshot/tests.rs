@@ -4,7 +4,9 @@
 use eddy_segment::{Growing, SCAN_CODES_FROM_ROWS};
 
 use super::*;
-use crate::collection::testing::{indexed, store_with_collection, vector, written_segment, DIM};
+use crate::collection::testing::{
+    indexed, indexed_with_deletes, store_with_collection, vector, written_segment, DIM,
+};
 
 fn codes_of(s: &Snapshot) -> Option<&Arc<ScanCodes>> {
     s.segments[0].scan_codes.as_ref()
@@ -215,4 +217,42 @@ fn an_unreachable_object_store_defers_a_version_instead_of_quarantining() {
     .expect_err("deferred, not quarantined");
     assert!(err.is_transient(), "{err}");
     assert!(!reader.segment_path("c", &id).exists(), "nothing cached");
+}
+
+/// A segment loaded from a mapped file is opened again when a load asks
+/// for huge pages (a node that started serving from maps moves them into
+/// huge pages), its index file too, while its delete bitmap and what was
+/// derived at load are kept; a further load asking the same reuses it.
+#[test]
+fn a_load_asking_another_residency_opens_the_files_again() {
+    let (_dir, store, def) = store_with_collection();
+    let rows = eddy_segment::MIN_GRAPH_ROWS as u64;
+    let manifest = indexed_with_deletes(&store, &def, rows, 3);
+    let load = |m: &Manifest, previous: &Snapshot, residency: Residency| {
+        Snapshot::load(&store, &def, m, previous, residency).expect("local store")
+    };
+    let mapped = load(&manifest, &Snapshot::default(), Residency::Mapped);
+    let m = &mapped.segments[0];
+    assert_eq!(m.residency, Residency::Mapped);
+    assert!(m.index.is_some());
+    let resident = load(&manifest, &mapped, Residency::HugePages);
+    let r = &resident.segments[0];
+    assert_eq!(r.residency, Residency::HugePages);
+    assert!(
+        !Arc::ptr_eq(&m.segment, &r.segment),
+        "the segment opened again"
+    );
+    let (mi, ri) = (
+        m.index.as_ref().expect("index"),
+        r.index.as_ref().expect("index"),
+    );
+    assert!(!Arc::ptr_eq(mi, ri), "its index file too");
+    assert!(Arc::ptr_eq(&m.deleted, &r.deleted), "the deletes kept");
+    assert_eq!(r.segment.rows(), rows as usize);
+    assert_eq!(r.segment.vector(7), m.segment.vector(7));
+    let again = load(&manifest, &resident, Residency::HugePages);
+    assert!(
+        Arc::ptr_eq(&r.segment, &again.segments[0].segment),
+        "then reused"
+    );
 }
