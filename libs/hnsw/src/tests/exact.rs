@@ -64,7 +64,6 @@ fn block_and_listed_scans_match_brute_force() {
 #[test]
 fn a_shortlist_of_every_row_answers_as_the_fine_scan() {
     use eddy_quant::binary::{BinaryConfig, BinaryQuantizer, QueryEncoding};
-    use eddy_quant::sq8::{Sq8Config, Sq8Quantizer};
     let (dim, rows) = (32, 500);
     let mut state = 0x9E37_79B9_7F4A_7C15u64;
     let d: Vec<f32> = (0..rows * dim)
@@ -77,16 +76,7 @@ fn a_shortlist_of_every_row_answers_as_the_fine_scan() {
         .collect();
     let query: Vec<f32> = d[7 * dim..8 * dim].iter().map(|x| x * 0.9 + 0.01).collect();
     let v = Vectors::new(&d, dim, Metric::L2);
-    let sq8 = Sq8Quantizer::train(
-        &d,
-        dim,
-        &Sq8Config {
-            metric: Metric::L2,
-            ..Sq8Config::default()
-        },
-    )
-    .and_then(|q| q.encode_all(&d))
-    .expect("sq8");
+    let sq8 = sq8_codes(&d, &d, dim, Metric::L2);
     let bits = BinaryQuantizer::train(
         &d,
         dim,

@@ -1,11 +1,11 @@
 //! Snapshot loading: scan codes until the index file comes, live-row lists
 //! of mostly deleted segments, versions refused once superseded.
 
-use eddy_segment::{Growing, SCAN_CODES_FROM_ROWS};
+use eddy_segment::SCAN_CODES_FROM_ROWS;
 
 use super::*;
 use crate::collection::testing::{
-    indexed, indexed_with_deletes, store_with_collection, vector, written_segment, DIM,
+    indexed, indexed_with_deletes, store_with_collection, written_segment, DIM,
 };
 
 fn codes_of(s: &Snapshot) -> Option<&Arc<ScanCodes>> {
@@ -176,27 +176,12 @@ fn an_unreachable_object_store_defers_a_version_instead_of_quarantining() {
     let writer = Store::open_location_with(&location, writer_cache.path(), &env).expect("writer");
     let def = CollectionDef::new("c", DIM as u32);
     writer.create_collection(&def).expect("create");
-    let mut g = Growing::new(DIM, def.metric, def.id_type);
-    for n in 0..64u64 {
-        g.upsert(PointId::Num(n), &vector(n), b"{}", 0, n as i64);
-    }
-    let (id, path) = writer.new_segment("c");
-    let bytes = g
-        .write_segment(&path, &BTreeMap::new())
-        .expect("segment")
-        .bytes;
+    let entry = written_segment(&writer, 64);
+    let id = entry.id.clone();
     let updated = writer
         .update::<eddy_manifest::Error>("c", |latest| {
             let mut next = latest.successor();
-            next.segments.push(SegmentEntry {
-                id: id.clone(),
-                rows: 64,
-                bytes,
-                deletes: None,
-                deleted: 0,
-                offset_ranges: BTreeMap::new(),
-                index: None,
-            });
+            next.segments.push(entry.clone());
             Ok(Some(next))
         })
         .expect("publish");
