@@ -6,23 +6,28 @@
 //! this says how much that costs at matched recall. The served path walks
 //! by SQ8 codes (rescoring 40 candidates), so that walk is measured too,
 //! and beside it the scan of the live rows' SQ8 codes
-//! ([`eddy_hnsw::scan_sq8_codes`]) that a mostly deleted segment is
-//! searched with instead; last, rows shadowed rather than deleted (not
-//! listed: the scan reads every row's codes; `--shadowed` runs that part
-//! alone). Recall@10 is against the exact scan of the live rows.
+//! ([`eddy_hnsw::scan_sq8_codes`]). Last, at shares of rows refused
+//! (deleted, or shadowed by the tail: a search lists the accepted rows
+//! either way), the SQ8 walk at `ef` 16 against the two scans a mostly
+//! refused segment may be searched with instead: the accepted rows' SQ8
+//! codes, and their sign bits first with the nearest sixteenth ranked
+//! again by SQ8 ([`eddy_hnsw::scan_sq8_shortlisted`]); `--refused` runs
+//! that part alone. Recall@10 is against the exact scan of the live (or
+//! accepted) rows.
 //!
 //! ```text
-//! cargo run --release -p eddy-hnsw --example deleted_walk -- ../shared/datasets/debian-minilm [--shadowed]
+//! cargo run --release -p eddy-hnsw --example deleted_walk -- ../shared/datasets/debian-minilm [--refused]
 //! ```
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use eddy_hnsw::{
-    exact_scan, scan_sq8_codes, search_into, search_sq8_into, Graph, HnswParams, Query, ScanRows,
-    SearchContext, Sq8View, Vectors,
+    exact_scan, scan_sq8_codes, scan_sq8_shortlisted, search_into, search_sq8_into, Graph,
+    HnswParams, Query, ScanRows, SearchContext, Sq8View, Vectors,
 };
 use eddy_model::Metric;
+use eddy_quant::binary::{BinaryConfig, BinaryQuantizer, QueryEncoding};
 use eddy_quant::sq8::{Sq8Config, Sq8Quantizer};
 
 const K: usize = 10;
@@ -31,8 +36,9 @@ const K: usize = 10;
 const RESCORE: usize = 40;
 const EFS: [usize; 6] = [10, 16, 32, 64, 128, 256];
 const SHARES: [f64; 5] = [0.0, 0.25, 0.5, 0.75, 0.9];
-/// Shares of rows shadowed (refused, not listed).
-const SHADOWED: [f64; 4] = [0.9, 0.98, 0.995, 1.0];
+/// Shares of rows refused (deleted or shadowed) for the walk-or-scan
+/// comparison.
+const REFUSED: [f64; 8] = [0.25, 0.5, 0.65, 0.75, 0.85, 0.9, 0.98, 0.995];
 
 /// Whether row `i` is deleted at `share`: a fixed pseudo-random order, so
 /// the rows deleted at 0.5 include those deleted at 0.25.
@@ -123,7 +129,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "recall"
     );
     let mut ctx = SearchContext::default();
-    let deleted_shares: &[f64] = if std::env::args().nth(2).as_deref() == Some("--shadowed") {
+    let deleted_shares: &[f64] = if std::env::args().nth(2).as_deref() == Some("--refused") {
         &[]
     } else {
         &SHARES
@@ -183,10 +189,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             scanned.1
         );
     }
-    // Rows shadowed by the tail are not listed: the scan reads every row's
-    // codes and `accept` refuses the shadowed ones.
-    println!("shadowed: SQ8 walk (ef 16) against the scan of every row's codes");
-    for share in SHADOWED {
+    // Rows refused (deleted, or shadowed by the tail) listed or not, the
+    // accepted ones are what a scan reads: their SQ8 codes, or their sign
+    // bits first with the nearest sixteenth ranked again by SQ8.
+    let bit_config = BinaryConfig {
+        query: QueryEncoding::Symmetric,
+        ..BinaryConfig::default()
+    };
+    let bits = BinaryQuantizer::train(&data, dim, &bit_config)?.encode_all(&data)?;
+    println!("refused: SQ8 walk (ef 16) against scans of the accepted rows");
+    for share in REFUSED {
         let accepted = kept_rows(base.rows(), share);
         let is_accepted = |r: u32| !deleted(r as usize, share);
         let truth = exact_top(&all, &queries, &accepted);
@@ -197,16 +209,32 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             search_sq8_into(&full.view(), &all, &codes, &query, q, &mut ctx, out);
         });
         let scanned = measure(&queries, &truth, &mut |q, out| {
-            *out = scan_sq8_codes(&all, &codes, q, K, RESCORE, None, &is_accepted);
+            *out = scan_sq8_codes(&all, &codes, q, K, RESCORE, Some(&accepted), &is_accepted);
+        });
+        let shortlist = (accepted.len() / 16).max(K * 40);
+        let shortlisted = measure(&queries, &truth, &mut |q, out| {
+            *out = scan_sq8_shortlisted(
+                &all,
+                &codes,
+                &bits,
+                q,
+                K,
+                shortlist,
+                RESCORE,
+                &accepted,
+                &is_accepted,
+            );
         });
         println!(
-            "{:>8.3} shadowed ({} accepted): walk {:.1} us/query, recall {:.4}; scan {:.1} us/query, recall {:.4}",
+            "{:>8.3} refused ({} accepted): walk {:.1} us/query, recall {:.4}; sq8 scan {:.1} us, recall {:.4}; bits+sq8 scan {:.1} us, recall {:.4}",
             share,
             accepted.len(),
             walked.0,
             walked.1,
             scanned.0,
-            scanned.1
+            scanned.1,
+            shortlisted.0,
+            shortlisted.1
         );
     }
     Ok(())

@@ -161,6 +161,46 @@ thread_local! {
     /// The Hamming distances of a sign-bit scan, one per row, reused by the
     /// thread's next scan.
     static DISTANCES: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// The codes of listed rows, gathered a chunk at a time for the block
+    /// kernel, reused by the thread's next scan.
+    static GATHERED: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Of `rows` (rows of `coarse`), the ones `accept` lets through nearest to
+/// the sign-bit `code` by Hamming distance, at least `count` of them where
+/// there are so many (see [`nearest_accepted`]). The listed rows' codes are
+/// gathered a chunk at a time and scored by the block kernel.
+///
+/// # Panics
+/// If a listed row is past the end of `coarse`.
+pub(crate) fn nearest_listed(
+    coarse: &BinaryCodes,
+    code: &[u64],
+    rows: &[u32],
+    count: usize,
+    accept: &dyn Fn(u32) -> bool,
+) -> Vec<u32> {
+    /// Rows gathered per kernel call.
+    const CHUNK: usize = 1024;
+    let words = coarse.quantizer().words_per_vector().max(1);
+    let all = coarse.codes();
+    let picked = DISTANCES.with_borrow_mut(|distances| {
+        distances.resize(rows.len(), 0);
+        GATHERED.with_borrow_mut(|gathered| {
+            gathered.resize(CHUNK * words, 0);
+            for (ids, out) in rows.chunks(CHUNK).zip(distances.chunks_mut(CHUNK)) {
+                for (&row, to) in ids.iter().zip(gathered.chunks_exact_mut(words)) {
+                    let at = row as usize * words;
+                    to.copy_from_slice(&all[at..at + words]);
+                }
+                eddy_kernels::hamming_block(code, &gathered[..ids.len() * words], out);
+            }
+        });
+        nearest_accepted(distances, code.len() * 64, count, &|i| {
+            accept(rows[i as usize])
+        })
+    });
+    picked.into_iter().map(|i| rows[i as usize]).collect()
 }
 
 /// The rows `accept` lets through with the smallest `distances` (at most

@@ -51,7 +51,8 @@ pub use format::{FORMAT_VERSION, MAGIC, OLDEST_SUPPORTED_VERSION};
 pub use repair::unreachable_count;
 pub use search::{search, search_into, Query};
 pub use sq8::{
-    scan_sq8_codes, search_sq8, search_sq8_into, sq8_beam_fidelity, Sq8View, SQ8_BEAM_MIN_FIDELITY,
+    scan_sq8_codes, scan_sq8_shortlisted, search_sq8, search_sq8_into, sq8_beam_fidelity, Sq8View,
+    SQ8_BEAM_MIN_FIDELITY,
 };
 pub use vectors::Vectors;
 

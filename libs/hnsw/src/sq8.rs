@@ -4,11 +4,13 @@
 
 use eddy_kernels::{Kernels, QueryI7};
 use eddy_model::Metric;
+use eddy_quant::binary::{BinaryCodes, BinaryQuery};
 use eddy_quant::sq8::{Sq8Codes, Sq8Config, Sq8Quantizer};
+use eddy_quant::CodeScorer as _;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::exact::{exact_scan, ScanRows, TopK};
+use crate::exact::{exact_scan, nearest_listed, ScanRows, TopK};
 use crate::scorer::{F32Scorer, Scorer};
 use crate::search::{check_code_args, rescore_into, walk_from_entry};
 use crate::{Error, GraphView, Query, Result, SearchContext, Vectors};
@@ -338,6 +340,44 @@ pub fn scan_sq8_codes(
         }
     }
     top.rescored(vectors, query, k)
+}
+
+/// [`scan_sq8_codes`] of listed `rows` with a cheaper first pass: the rows'
+/// sign bits in `bits` (row `r` of `bits` is row `r` of `vectors`) rank
+/// them by Hamming distance, the nearest `shortlist` that `accept` lets
+/// through (whole distances at a time) are ranked again by their SQ8 codes,
+/// and the best `keep` of those rescored exactly; `(row, exact score)` best
+/// first.
+///
+/// For a graph segment whose accepted rows are few (upserts shadowed or
+/// deleted the rest): a sign-bit code is a ninth of an SQ8 code at 384-d,
+/// so the listed rows cost a fraction of their SQ8 scan, and a walk would
+/// route through the refused nodes. Bits that do not match `vectors`, or a
+/// query they cannot prepare symmetrically, fall back to
+/// [`scan_sq8_codes`] of the listed rows.
+#[allow(clippy::too_many_arguments)]
+pub fn scan_sq8_shortlisted(
+    vectors: &Vectors<'_>,
+    codes: &Sq8View<'_>,
+    bits: &BinaryCodes,
+    query: &[f32],
+    k: usize,
+    shortlist: usize,
+    keep: usize,
+    rows: &[u32],
+    accept: &dyn Fn(u32) -> bool,
+) -> Vec<(u32, f32)> {
+    if k == 0 || vectors.dim == 0 || query.len() != vectors.dim {
+        return Vec::new();
+    }
+    let matches = bits.len() == vectors.rows() && bits.dim() == vectors.dim;
+    let code = match bits.prepare(query) {
+        Ok(BinaryQuery::Symmetric(code)) if matches => code,
+        _ => return scan_sq8_codes(vectors, codes, query, k, keep, Some(rows), accept),
+    };
+    let count = shortlist.max(keep).max(k);
+    let short = nearest_listed(bits, &code, rows, count, accept);
+    scan_sq8_codes(vectors, codes, query, k, keep, Some(&short), &|_| true)
 }
 
 /// SQ8 codes of `vectors` for the construction beam.

@@ -17,6 +17,7 @@ mod growing;
 mod ids;
 mod index_file;
 mod reader;
+mod refused;
 mod resident;
 mod scan_codes;
 mod sealed;
@@ -33,14 +34,15 @@ pub use index_file::{
     IndexFile, IndexSection, IndexWriter, INDEX_FORMAT_VERSION, INDEX_OLDEST_SUPPORTED_VERSION,
 };
 pub use reader::Segment;
+pub use refused::{bit_scan_pays, code_scan_pays, LazySignBits, RowMask, SIGN_BITS_FROM_REFUSED};
 pub use resident::HugePageBytes;
 pub use scan_codes::{
-    scan_quantizer, scan_rescore_depth, scan_shortlist_depth, train_scan_codes, ScanCodes,
-    SCAN_CODES_FROM_ROWS, SHORTLIST_FROM_ROWS, SHORTLIST_MIN_DIM,
+    scan_quantizer, scan_rescore_depth, scan_shortlist_depth, sign_bit_quantizer, train_scan_codes,
+    ScanCodes, SCAN_CODES_FROM_ROWS, SHORTLIST_FROM_ROWS, SHORTLIST_MIN_DIM,
 };
 pub use sealed::{
-    build_index, check_index, code_scan_pays, filter_rows, search_sealed, IndexParams,
-    Quantization, RowMask, SealedQuery, DEFAULT_EF, MIN_GRAPH_ROWS,
+    build_index, check_index, filter_rows, search_sealed, IndexParams, Quantization, SealedQuery,
+    DEFAULT_EF, MIN_GRAPH_ROWS,
 };
 pub use search::Neighbor;
 pub use writer::{SegmentMeta, SegmentWriter};

@@ -50,6 +50,20 @@ pub fn scan_quantizer(vectors: &[f32], dim: usize, metric: Metric) -> Option<Sq8
     Sq8Quantizer::train(vectors, dim, &config).ok()
 }
 
+/// A quantizer of one sign bit per centred dimension trained on `vectors`
+/// (rows of `dim`), for cosine rows of [`SHORTLIST_MIN_DIM`] dimensions or
+/// more only: bits rank by angle, and dot and L2 scores depend on norms
+/// the bits do not see. `None` otherwise, or when they cannot train one.
+pub fn sign_bit_quantizer(vectors: &[f32], dim: usize, metric: Metric) -> Option<BinaryQuantizer> {
+    let config = BinaryConfig {
+        query: QueryEncoding::Symmetric,
+        ..BinaryConfig::default()
+    };
+    (metric == Metric::Cosine && dim >= SHORTLIST_MIN_DIM)
+        .then(|| BinaryQuantizer::train(vectors, dim, &config).ok())
+        .flatten()
+}
+
 /// Codes of every row of `vectors` for a code scan, trained on those rows;
 /// `None` below [`SCAN_CODES_FROM_ROWS`] rows or when they cannot be encoded.
 pub fn train_scan_codes(vectors: &[f32], dim: usize, metric: Metric) -> Option<ScanCodes> {
@@ -77,16 +91,7 @@ impl ScanCodes {
     /// `None` when they cannot train SQ8 codes.
     pub fn trained(vectors: &[f32], dim: usize, metric: Metric) -> Option<Self> {
         let sq8 = Sq8Codes::empty(scan_quantizer(vectors, dim, metric)?);
-        // Sign bits rank by angle: for cosine rows only (dot and L2 scores
-        // depend on norms the bits do not see).
-        let config = BinaryConfig {
-            query: QueryEncoding::Symmetric,
-            ..BinaryConfig::default()
-        };
-        let bits = (metric == Metric::Cosine && dim >= SHORTLIST_MIN_DIM)
-            .then(|| BinaryQuantizer::train(vectors, dim, &config).ok())
-            .flatten()
-            .map(BinaryCodes::empty);
+        let bits = sign_bit_quantizer(vectors, dim, metric).map(BinaryCodes::empty);
         Some(Self { sq8, bits })
     }
 

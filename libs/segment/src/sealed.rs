@@ -7,13 +7,15 @@ use std::path::Path;
 
 use eddy_filter::{Filter, IndexError, Plan, Planner, RoaringBitmap};
 use eddy_hnsw::{
-    exact_scan, scan_sq8_codes, GraphView, HnswParams, Query, ScanRows, SearchContext, Sq8View,
-    Vectors,
+    exact_scan, scan_sq8_codes, scan_sq8_shortlisted, GraphView, HnswParams, Query, ScanRows,
+    SearchContext, Sq8View, Vectors,
 };
+use eddy_quant::binary::BinaryCodes;
 use eddy_quant::sq8::{Sq8Config, Sq8Quantizer};
 
 use crate::index_file::{IndexFile, IndexSection, IndexWriter};
-use crate::scan_codes::{scan_rescore_depth, ScanCodes};
+use crate::refused::{bit_scan_pays, code_scan_pays, RowMask};
+use crate::scan_codes::{scan_rescore_depth, scan_shortlist_depth, ScanCodes};
 use crate::search::{neighbors, Neighbor};
 use crate::{Error, Result, Segment};
 
@@ -108,45 +110,6 @@ impl Default for IndexParams {
             min_rows: MIN_GRAPH_ROWS,
         }
     }
-}
-
-/// What the caller knows of the rows its `accept` refuses in one segment,
-/// so [`search_sealed`] can choose between walking the graph and scanning
-/// codes ([`code_scan_pays`]).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RowMask<'a> {
-    /// The rows not deleted, listed by the caller when most are deleted
-    /// (a scan then reads their codes only).
-    pub live: Option<&'a [u32]>,
-    /// How many rows `accept` refuses (deleted, or shadowed by fresher
-    /// events), counted once each, never more: a segment with every row
-    /// masked is not searched at all.
-    pub masked: usize,
-}
-
-/// Whether a graph segment of `rows` rows of which `accepted` are not
-/// deleted or shadowed is searched for less by scanning `scanned` rows'
-/// SQ8 codes (its live rows where listed, else all) than by walking its
-/// graph with a beam of `beam`. A walk routes through refused nodes, so
-/// its cost grows as the accepted share `f` falls, about as `f^-0.7`
-/// (with none accepted it visits every node); an SQ8 walk of beam 40 on
-/// 61,681 rows of debian-minilm took 61, 108, 139 and 306 µs at 0, 50, 75
-/// and 90 % deleted, a scan of codes ~16 ns a row (`cargo run --release -p
-/// eddy-hnsw --example deleted_walk`), both made of the same SQ8 kernel
-/// calls. The scan pays below ~94 · beam · f^-0.7 scanned rows: at beam
-/// 40, the live rows of a 90 % deleted 61k-row graph (6k; 114 against 306
-/// µs) but not of a 75 % deleted one (15k; 250 against 139 µs); all 61k
-/// rows only below ~1.8 % accepted (measured with shadowed rows, `--
-/// --shadowed`: ~1,000 µs for the scan, against a walk of 276 µs at 10 %
-/// accepted, 1,241 at 2 %, 4,055 at 0.5 % and 15,167 with none).
-pub fn code_scan_pays(scanned: usize, accepted: usize, rows: usize, beam: usize) -> bool {
-    /// One walk step's cost in scanned rows, fitted as above.
-    const ROWS_PER_BEAM_SLOT: f64 = 94.0;
-    if rows == 0 || accepted >= rows {
-        return false;
-    }
-    let share = (accepted.max(1) as f64) / rows as f64;
-    (scanned as f64) < ROWS_PER_BEAM_SLOT * beam as f64 * share.powf(-0.7)
 }
 
 /// Builds the graph (on the current rayon pool) and SQ8 codes of `seg` and
@@ -293,15 +256,18 @@ pub fn filter_rows(seg: &Segment, filter: &Filter) -> RoaringBitmap {
 /// first, scores "higher is closer". `index` is the segment's index file
 /// (graph, codes) once built; until then `scan_codes`
 /// ([`crate::train_scan_codes`] of its vectors), if given, let an unfiltered
-/// non-exact search scan codes instead of every f32 row. `mask` (how many
-/// rows `accept` refuses, and the live rows where the caller lists them)
-/// lets a graph segment be searched by a scan of SQ8 codes where
-/// [`code_scan_pays`], and one whose every row is refused be skipped.
+/// non-exact search scan codes instead of every f32 row. `mask` (which
+/// rows `accept` refuses, and how many) lets a graph segment be searched
+/// by a scan of its accepted rows' codes where that costs less than a walk
+/// through the refused nodes: ranked by `sign_bits` first where given and
+/// [`bit_scan_pays`], else by SQ8 codes where [`code_scan_pays`]; and a
+/// segment whose every row is refused is skipped.
 #[allow(clippy::too_many_arguments)]
 pub fn search_sealed(
     seg: &Segment,
     index: Option<&IndexFile>,
     scan_codes: Option<&ScanCodes>,
+    sign_bits: Option<&BinaryCodes>,
     mask: RowMask<'_>,
     query: &[f32],
     q: &SealedQuery<'_>,
@@ -355,13 +321,29 @@ pub fn search_sealed(
     // a walk routed through the refused nodes.
     if let (Some(codes), None) = (&codes, &allowed) {
         let beam = q.ef.max(q.k).max(rescore);
-        let scanned = mask.live.map_or(seg.rows(), <[u32]>::len);
-        let accepted = seg.rows().saturating_sub(mask.masked);
-        if code_scan_pays(scanned, accepted, seg.rows(), beam) {
-            let keep = rescore.max(scan_rescore_depth(q.k));
-            return neighbors(scan_sq8_codes(
-                &vectors, codes, query, q.k, keep, mask.live, accept,
-            ));
+        let (rows, accepted) = (seg.rows(), seg.rows().saturating_sub(mask.masked));
+        let keep = rescore.max(scan_rescore_depth(q.k));
+        match sign_bits {
+            Some(bits) if bit_scan_pays(accepted, rows, beam) => {
+                let listed = mask.accepted_rows(rows);
+                let shortlist = scan_shortlist_depth(q.k, listed.len());
+                return neighbors(scan_sq8_shortlisted(
+                    &vectors, codes, bits, query, q.k, shortlist, keep, &listed, accept,
+                ));
+            }
+            _ if code_scan_pays(accepted, accepted, rows, beam) => {
+                let listed = mask.accepted_rows(rows);
+                return neighbors(scan_sq8_codes(
+                    &vectors,
+                    codes,
+                    query,
+                    q.k,
+                    keep,
+                    Some(&listed),
+                    accept,
+                ));
+            }
+            _ => {}
         }
     }
     let params = Query::new(q.k, q.ef)

@@ -69,6 +69,7 @@ fn golden_file_of_the_current_format_reopens() {
             &seg,
             None,
             None,
+            None,
             RowMask::default(),
             &[3.0, 2.0, 1.0],
             &exact,

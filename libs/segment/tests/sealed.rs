@@ -7,8 +7,9 @@ use std::collections::{BTreeMap, HashSet};
 use eddy_filter::Filter;
 use eddy_model::{FieldType, IdType, Metric, PointId};
 use eddy_segment::{
-    build_index, check_index, code_scan_pays, search_sealed, train_scan_codes, Growing, IndexFile,
-    IndexParams, Quantization, Residency, RowMask, SealedQuery, Segment,
+    bit_scan_pays, build_index, check_index, code_scan_pays, search_sealed, train_scan_codes,
+    Growing, IndexFile, IndexParams, LazySignBits, Quantization, Residency, RowMask, SealedQuery,
+    Segment,
 };
 use rand::{Rng, SeedableRng};
 
@@ -25,11 +26,16 @@ fn fields() -> BTreeMap<String, FieldType> {
 /// A segment of clustered random unit vectors with a `color` (1 in 50 rows
 /// "red") and an integer `n`, plus its index file.
 fn fixture(dir: &std::path::Path) -> (Segment, IndexFile) {
+    fixture_of(dir, DIM)
+}
+
+/// [`fixture`] with rows of `dim` dimensions.
+fn fixture_of(dir: &std::path::Path, dim: usize) -> (Segment, IndexFile) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let centers: Vec<Vec<f32>> = (0..20)
-        .map(|_| (0..DIM).map(|_| rng.random_range(-1.0..1.0)).collect())
+        .map(|_| (0..dim).map(|_| rng.random_range(-1.0..1.0)).collect())
         .collect();
-    let mut g = Growing::new(DIM, Metric::Cosine, IdType::U64);
+    let mut g = Growing::new(dim, Metric::Cosine, IdType::U64);
     for i in 0..ROWS {
         let c = &centers[i % centers.len()];
         let mut v: Vec<f32> = c.iter().map(|x| x + rng.random_range(-0.3..0.3)).collect();
@@ -57,10 +63,15 @@ fn fixture(dir: &std::path::Path) -> (Segment, IndexFile) {
 }
 
 fn queries() -> Vec<Vec<f32>> {
+    queries_of(DIM)
+}
+
+/// 50 random unit queries of `dim` dimensions.
+fn queries_of(dim: usize) -> Vec<Vec<f32>> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(99);
     (0..50)
         .map(|_| {
-            let mut v: Vec<f32> = (0..DIM).map(|_| rng.random_range(-1.0..1.0)).collect();
+            let mut v: Vec<f32> = (0..dim).map(|_| rng.random_range(-1.0..1.0)).collect();
             eddy_event::normalize(&mut v);
             v
         })
@@ -80,6 +91,7 @@ fn recall(
             seg,
             Some(index),
             None,
+            None,
             RowMask::default(),
             &query,
             &exact_q,
@@ -91,6 +103,7 @@ fn recall(
         let got = search_sealed(
             seg,
             Some(index),
+            None,
             None,
             RowMask::default(),
             &query,
@@ -135,74 +148,73 @@ fn assert_exact(got: &[eddy_segment::Neighbor], truth: &[eddy_segment::Neighbor]
     }
 }
 
-/// A graph segment whose rows are mostly deleted, given the list of its
-/// live rows, is searched by a scan of their SQ8 codes: the exact top 10
-/// of the live rows, deletes and shadows (`accept`) honoured, scores exact.
-/// Without the list it is walked.
-#[test]
-fn a_mostly_deleted_graph_segment_scans_its_live_rows() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let (seg, index) = fixture(dir.path());
-    // 90 % deleted; of the live rows, one in nine is shadowed by the tail.
-    let live: Vec<u32> = (0..ROWS as u32).filter(|r| r.is_multiple_of(10)).collect();
-    let accept = |row: u32| row.is_multiple_of(10) && !row.is_multiple_of(90);
-    let shadowed = live.iter().filter(|&&r| !accept(r)).count();
-    let mask = RowMask {
-        live: Some(&live),
-        masked: ROWS - live.len() + shadowed,
-    };
-    let q = SealedQuery {
+/// The refused rows of a segment of `rows` rows (those `accept` turns
+/// away) as one bit per row, and how many there are.
+fn refused_bits(rows: usize, accept: impl Fn(u32) -> bool) -> (Vec<u64>, usize) {
+    let mut bits = vec![0u64; rows.div_ceil(64)];
+    let mut count = 0;
+    for row in (0..rows as u32).filter(|&r| !accept(r)) {
+        bits[row as usize / 64] |= 1 << (row % 64);
+        count += 1;
+    }
+    (bits, count)
+}
+
+/// [`search_sealed`] of a graph segment (no scan codes) as the tests of
+/// refused rows call it.
+fn search_graph(
+    (seg, index): (&Segment, &IndexFile),
+    sign_bits: Option<&eddy_quant::binary::BinaryCodes>,
+    mask: RowMask<'_>,
+    query: &[f32],
+    q: &SealedQuery<'_>,
+    accept: &dyn Fn(u32) -> bool,
+) -> Vec<eddy_segment::Neighbor> {
+    search_sealed(seg, Some(index), None, sign_bits, mask, query, q, accept)
+}
+
+/// The served SQ8 search of the tests of refused rows: top 10 at ef 16
+/// (a beam of 40 with the rescored candidates).
+fn sq8_at_ef16() -> SealedQuery<'static> {
+    SealedQuery {
         k: 10,
         ef: 16,
         quantization: Quantization::Sq8,
         ..SealedQuery::default()
-    };
-    assert!(code_scan_pays(live.len(), ROWS - mask.masked, ROWS, 40));
-    let exact_q = SealedQuery { exact: true, ..q };
-    for query in queries() {
-        let truth = search_sealed(&seg, Some(&index), None, mask, &query, &exact_q, &accept);
-        assert_eq!(truth.len(), 10);
-        let scanned = search_sealed(&seg, Some(&index), None, mask, &query, &q, &accept);
-        assert_exact(&scanned, &truth, "the live rows' codes");
-        let unmasked = RowMask::default();
-        let walked = search_sealed(&seg, Some(&index), None, unmasked, &query, &q, &accept);
-        assert!(walked.iter().all(|n| accept(n.row)));
     }
 }
 
-/// A graph segment nearly every row of which the tail shadows (an upsert
-/// of every id, not yet sealed) is searched by a scan of every row's SQ8
-/// codes instead of a walk that visits nearly every node: the exact top
-/// 10 of the rows still accepted, scores exact; wholly shadowed, it is
-/// not searched at all.
+/// A graph segment whose rows are mostly refused (deleted, and shadowed by
+/// the tail) is searched by a scan of its accepted rows' SQ8 codes: the
+/// exact top 10 of those rows, scores exact. Without the refused rows'
+/// bits it is walked.
 #[test]
-fn a_graph_segment_the_tail_shadows_almost_whole_scans_its_codes() {
+fn a_mostly_refused_graph_segment_scans_its_accepted_rows() {
     let dir = tempfile::tempdir().expect("tmp");
     let (seg, index) = fixture(dir.path());
-    let q = SealedQuery {
-        k: 10,
-        ef: 16,
-        quantization: Quantization::Sq8,
-        ..SealedQuery::default()
-    };
-    let exact_q = SealedQuery { exact: true, ..q };
-    // One row in a hundred not shadowed.
-    let accept = |row: u32| row % 100 == 37;
-    let accepted = (0..ROWS as u32).filter(|&r| accept(r)).count();
+    // 90 % deleted; of the rest, one in nine is shadowed by the tail.
+    let accept = |row: u32| row.is_multiple_of(10) && !row.is_multiple_of(90);
+    let (bits, masked) = refused_bits(ROWS, accept);
     let mask = RowMask {
-        live: None,
-        masked: ROWS - accepted,
+        refused: Some(&bits),
+        masked,
     };
-    assert!(code_scan_pays(ROWS, accepted, ROWS, 40));
+    assert_eq!(mask.accepted_rows(ROWS).len(), ROWS - masked);
+    let q = sq8_at_ef16();
+    assert!(code_scan_pays(ROWS - masked, ROWS - masked, ROWS, 40));
+    let exact_q = SealedQuery { exact: true, ..q };
     for query in queries() {
-        let truth = search_sealed(&seg, Some(&index), None, mask, &query, &exact_q, &accept);
+        let truth = search_graph((&seg, &index), None, mask, &query, &exact_q, &accept);
         assert_eq!(truth.len(), 10);
-        let scanned = search_sealed(&seg, Some(&index), None, mask, &query, &q, &accept);
-        assert_exact(&scanned, &truth, "every row's codes");
+        let scanned = search_graph((&seg, &index), None, mask, &query, &q, &accept);
+        assert_exact(&scanned, &truth, "the accepted rows' codes");
+        let unmasked = RowMask::default();
+        let walked = search_graph((&seg, &index), None, unmasked, &query, &q, &accept);
+        assert!(walked.iter().all(|n| accept(n.row)));
     }
-    // Wholly shadowed: skipped, `accept` never asked.
+    // Wholly refused: skipped, `accept` never asked.
     let none = RowMask {
-        live: None,
+        refused: None,
         masked: ROWS,
     };
     let asked = std::cell::Cell::new(0usize);
@@ -211,9 +223,65 @@ fn a_graph_segment_the_tail_shadows_almost_whole_scans_its_codes() {
         false
     };
     for query in queries().iter().take(5) {
-        assert!(search_sealed(&seg, Some(&index), None, none, query, &q, &refuse).is_empty());
+        assert!(search_graph((&seg, &index), None, none, query, &q, &refuse).is_empty());
     }
     assert_eq!(asked.get(), 0);
+}
+
+/// With sign bits of its rows (cosine rows of 128 dimensions), a graph
+/// segment three quarters refused is scanned by them first: its accepted
+/// rows only, scores exact, and the exact top 10 nearly always for queries
+/// near the rows (the bits shortlist 400 of the 750 accepted rows).
+#[test]
+fn a_mostly_refused_graph_segment_with_sign_bits_scans_by_them() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (seg, index) = fixture_of(dir.path(), 128);
+    let bits = {
+        let cell = LazySignBits::default();
+        cell.make_now(&seg);
+        cell
+    };
+    let signs = bits.get().expect("cosine rows of 128 dimensions");
+    let q = sq8_at_ef16();
+    let exact_q = SealedQuery { exact: true, ..q };
+    let accept = |row: u32| row % 4 == 1;
+    let (refused, masked) = refused_bits(ROWS, accept);
+    let mask = RowMask {
+        refused: Some(&refused),
+        masked,
+    };
+    assert!(bit_scan_pays(ROWS - masked, ROWS, 40));
+    // Queries near the rows, as real ones are (random directions far from
+    // every row are ranked poorly by one bit per dimension).
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let near: Vec<Vec<f32>> = (0..50)
+        .map(|i| {
+            let row = seg.vector(i * 37);
+            let mut v: Vec<f32> = row
+                .iter()
+                .map(|x| x + rng.random_range(-0.1..0.1))
+                .collect();
+            eddy_event::normalize(&mut v);
+            v
+        })
+        .collect();
+    let (mut found, mut wanted) = (0, 0);
+    for query in &near {
+        let truth = search_graph((&seg, &index), None, mask, query, &exact_q, &accept);
+        let got = search_graph((&seg, &index), Some(signs), mask, query, &q, &accept);
+        assert_eq!(got.len(), 10);
+        for n in &got {
+            assert!(accept(n.row), "row {} is refused", n.row);
+            let exact = truth.iter().find(|t| t.row == n.row);
+            if let Some(t) = exact {
+                assert!((t.score - n.score).abs() <= 1e-5, "exact scores");
+            }
+        }
+        let want: HashSet<u32> = rows_of(&truth).into_iter().collect();
+        found += got.iter().filter(|n| want.contains(&n.row)).count();
+        wanted += want.len();
+    }
+    assert!(found * 100 >= wanted * 95, "{found} of {wanted}");
 }
 
 /// When a scan of codes pays against a walk (the model fitted on
@@ -261,6 +329,7 @@ fn scan_codes_answer_an_unindexed_segment_like_the_exact_scan() {
             &seg,
             None,
             None,
+            None,
             RowMask::default(),
             &query,
             &exact_q,
@@ -268,7 +337,16 @@ fn scan_codes_answer_an_unindexed_segment_like_the_exact_scan() {
         );
         let scan = |q: &SealedQuery<'_>| {
             let mask = RowMask::default();
-            search_sealed(&seg, None, Some(&codes), mask, &query, q, &not_deleted)
+            search_sealed(
+                &seg,
+                None,
+                Some(&codes),
+                None,
+                mask,
+                &query,
+                q,
+                &not_deleted,
+            )
         };
         for quantization in [Quantization::Auto, Quantization::Sq8] {
             let q = SealedQuery {
@@ -324,12 +402,14 @@ fn scan_codes_answer_an_unindexed_segment_like_the_exact_scan() {
             &seg,
             None,
             Some(&wrong),
+            None,
             RowMask::default(),
             query,
             &q,
             &not_deleted,
         ) != search_sealed(
             &seg,
+            None,
             None,
             None,
             RowMask::default(),
@@ -375,6 +455,7 @@ fn resident_copies_answer_like_the_maps() {
                 &seg,
                 Some(&index),
                 None,
+                None,
                 RowMask::default(),
                 &query,
                 &q,
@@ -383,6 +464,7 @@ fn resident_copies_answer_like_the_maps() {
             let resident = search_sealed(
                 &seg_r,
                 Some(&index_r),
+                None,
                 None,
                 RowMask::default(),
                 &query,
@@ -423,6 +505,7 @@ fn deletes_and_filters_restrict_results_without_losing_recall() {
         for n in search_sealed(
             &seg,
             Some(&index),
+            None,
             None,
             RowMask::default(),
             query,

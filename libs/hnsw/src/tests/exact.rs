@@ -216,6 +216,53 @@ fn the_sq8_code_scan_finds_the_exact_top_k_of_the_scanned_rows() {
     }
 }
 
+/// The listed scan ranked by sign bits first: with a shortlist as long as
+/// the listed rows it answers as the SQ8 scan of those rows (the Hamming
+/// pass drops nothing); with a short one it still answers listed,
+/// accepted rows with exact scores; bits that do not cover the rows fall
+/// back to the SQ8 scan of the listed rows.
+#[test]
+fn the_listed_sign_bit_scan_answers_as_the_sq8_scan_of_the_listed_rows() {
+    use eddy_quant::binary::{BinaryConfig, BinaryQuantizer, QueryEncoding};
+
+    use crate::{scan_sq8_codes, scan_sq8_shortlisted, Sq8View};
+    let (dim, rows) = (128, 1_500);
+    let d = data(rows, dim);
+    let query: Vec<f32> = (0..dim).map(|i| (i as f32 / 5.0).cos()).collect();
+    let v = Vectors::new(&d, dim, Metric::Cosine);
+    let codes = sq8_codes(&d, &d, dim, Metric::Cosine);
+    let view = Sq8View::from_codes(&codes);
+    let config = BinaryConfig {
+        query: QueryEncoding::Symmetric,
+        ..BinaryConfig::default()
+    };
+    let quantizer = BinaryQuantizer::train(&d, dim, &config).expect("train");
+    let bits = quantizer.encode_all(&d).expect("bits");
+    // One row in three listed (the accepted rows of a mostly refused
+    // graph), one listed row in seven refused by `accept` all the same.
+    let listed: Vec<u32> = (0..rows as u32).filter(|r| r % 3 == 1).collect();
+    let accept = |r: u32| !r.is_multiple_of(7);
+    let want = scan_sq8_codes(&v, &view, &query, 5, 40, Some(&listed), &accept);
+    let all = listed.len();
+    assert_eq!(
+        scan_sq8_shortlisted(&v, &view, &bits, &query, 5, all, 40, &listed, &accept),
+        want
+    );
+    let short = scan_sq8_shortlisted(&v, &view, &bits, &query, 5, 60, 40, &listed, &accept);
+    assert_eq!(short.len(), 5);
+    for (row, score) in short {
+        assert!(listed.contains(&row) && accept(row), "row {row}");
+        let exact = exact_scan(&v, &query, 1, ScanRows::Listed(&[row]));
+        assert_eq!(exact, vec![(row, score)], "scores are exact");
+    }
+    let few = quantizer.encode_all(&d[..dim * 10]).expect("bits");
+    assert_eq!(
+        scan_sq8_shortlisted(&v, &view, &few, &query, 5, 60, 40, &listed, &accept),
+        want,
+        "bits that do not cover the rows"
+    );
+}
+
 #[test]
 fn scans_of_nothing_are_empty() {
     let d = data(10, 4);

@@ -57,16 +57,13 @@ impl Served {
     }
 
     /// What a search of segment `i` of the snapshot refuses: its deleted
-    /// rows (listed live rows where the snapshot keeps them) and the rows
-    /// the tail shadows, so the search can scan codes where a walk would
-    /// route through mostly refused nodes.
+    /// rows and the rows the tail shadows, so the search can scan the
+    /// accepted rows' codes where a walk would route through mostly
+    /// refused nodes.
     pub fn row_mask(&self, i: usize) -> RowMask<'_> {
-        let Some(s) = self.snapshot.segments.get(i) else {
-            return RowMask::default();
-        };
         RowMask {
-            live: s.live_rows.as_deref().map(Vec::as_slice),
-            masked: s.deleted.len() as usize + self.shadows.count(i),
+            refused: self.shadows.bits(i),
+            masked: self.shadows.count(i),
         }
     }
 

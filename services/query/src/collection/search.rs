@@ -5,7 +5,7 @@
 use std::ops::Range;
 
 use eddy_model::PointId;
-use eddy_segment::{scan_rescore_depth, search_sealed, Neighbor};
+use eddy_segment::{scan_rescore_depth, search_sealed, Neighbor, SIGN_BITS_FROM_REFUSED};
 
 use super::{Collection, Served};
 use crate::prepared::{PreparedSearch, QueryBatch, ShardSet};
@@ -121,12 +121,22 @@ fn search_one(served: &Served, query: &[f32], search: &PreparedSearch) -> Vec<Hi
             continue;
         }
         let seg = &s.segment;
-        let accept = |row: u32| !s.deleted.contains(row) && !served.shadows.contains(i, row);
+        let accept = |row: u32| !served.shadows.refuses(i, row);
+        let mask = served.row_mask(i);
+        let sign_bits = s.sign_bits.get();
+        if sign_bits.is_none()
+            && s.index.is_some()
+            && mask.masked as f64 >= SIGN_BITS_FROM_REFUSED * seg.rows() as f64
+        {
+            // Made off this path; later searches scan by them.
+            s.sign_bits.request(seg);
+        }
         for n in search_sealed(
             seg,
             s.index.as_deref(),
             s.scan_codes.as_deref(),
-            served.row_mask(i),
+            sign_bits,
+            mask,
             query,
             &sealed,
             &accept,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use eddy_manifest::{Manifest, SegmentEntry, Store};
 use eddy_model::{CollectionDef, FieldType, PointId};
-use eddy_segment::{train_scan_codes, IndexFile, Residency, ScanCodes, Segment};
+use eddy_segment::{train_scan_codes, IndexFile, LazySignBits, Residency, ScanCodes, Segment};
 use roaring::RoaringBitmap;
 
 /// A sealed segment as served: the map and its delete bitmap.
@@ -30,11 +30,15 @@ pub struct LoadedSegment {
     /// and held in memory at load (from [`eddy_segment::SCAN_CODES_FROM_ROWS`] rows), so a
     /// search scans them instead of every f32 row.
     pub scan_codes: Option<Arc<ScanCodes>>,
-    /// The rows not deleted, listed once at least half of an indexed
-    /// segment's rows are deleted: a search may scan their codes instead
-    /// of walking a graph of mostly deleted nodes
-    /// ([`eddy_segment::live_scan_pays`]).
-    pub live_rows: Option<Arc<Vec<u32>>>,
+    /// The deleted rows as one bit per row (empty when none is deleted):
+    /// with the rows the tail shadows, what a search refuses, tested per
+    /// candidate and listed by a scan of the accepted rows
+    /// ([`super::Shadows`]).
+    pub deleted_bits: Arc<Vec<u64>>,
+    /// The sign bits of its rows, made once most of them are refused (a
+    /// scan of the accepted rows ranks them by these first); kept across
+    /// reloads of the same segment.
+    pub sign_bits: Arc<LazySignBits>,
     /// The payload fields its payload index covers, with their types (a
     /// filter on any other field reads the segment's payloads).
     pub indexed_fields: Arc<BTreeMap<String, FieldType>>,
@@ -91,22 +95,19 @@ pub struct Quarantined {
     pub reason: String,
 }
 
-/// The rows of `segment` not in `deleted`, when it has a graph and at least
-/// half its rows are deleted (below that a walk always pays; see
-/// [`LoadedSegment::live_rows`]).
-fn list_live_rows(
-    segment: &Segment,
-    deleted: &RoaringBitmap,
-    indexed: bool,
-) -> Option<Arc<Vec<u32>>> {
-    let rows = segment.rows() as u64;
-    if !indexed || rows == 0 || deleted.len() * 2 < rows {
-        return None;
+/// `deleted` as one bit per row of a segment of `rows` rows (empty when
+/// none is deleted).
+pub(super) fn deleted_bits(deleted: &RoaringBitmap, rows: usize) -> Vec<u64> {
+    if deleted.is_empty() {
+        return Vec::new();
     }
-    let mut live = RoaringBitmap::new();
-    live.insert_range(0..rows as u32);
-    live -= deleted;
-    Some(Arc::new(live.iter().collect()))
+    let mut bits = vec![0u64; rows.div_ceil(64)];
+    for row in deleted.iter() {
+        if let Some(word) = bits.get_mut(row as usize / 64) {
+            *word |= 1 << (row % 64);
+        }
+    }
+    bits
 }
 
 /// Opens one listed segment and checks it against `def`.
@@ -265,14 +266,11 @@ impl Snapshot {
                 (None, _) => train_scan_codes(segment.vectors(), segment.dim(), segment.metric())
                     .map(Arc::new),
             };
-            let live_rows = match old {
-                Some(s)
-                    if s.entry.deletes == entry.deletes && s.index.is_some() == index.is_some() =>
-                {
-                    s.live_rows.clone()
-                }
-                _ => list_live_rows(&segment, &deleted, index.is_some()),
+            let deleted_bits = match old {
+                Some(s) if s.entry.deletes == entry.deletes => s.deleted_bits.clone(),
+                _ => Arc::new(deleted_bits(&deleted, segment.rows())),
             };
+            let sign_bits = old.map(|s| s.sign_bits.clone()).unwrap_or_default();
             let indexed_fields = match old {
                 Some(s) => s.indexed_fields.clone(),
                 None => Arc::new(indexed_fields(&segment)),
@@ -284,7 +282,8 @@ impl Snapshot {
                 deleted,
                 index,
                 scan_codes,
-                live_rows,
+                deleted_bits,
+                sign_bits,
                 indexed_fields,
                 residency,
             });
@@ -306,19 +305,20 @@ impl Snapshot {
     }
 
     /// Bytes of the segment and index files this snapshot holds, plus the
-    /// scan codes of segments still without an index and the live-row
-    /// lists of mostly deleted ones.
+    /// scan codes of segments still without an index, the deleted-row bits
+    /// and the sign bits of mostly refused ones.
     pub fn file_bytes(&self) -> u64 {
         self.segments
             .iter()
             .map(|s| {
                 let index = s.index.as_ref().map_or(0, |i| i.file_len());
                 let codes = s.scan_codes.as_ref().map_or(0, |c| c.bytes());
-                let live = s
-                    .live_rows
-                    .as_ref()
-                    .map_or(0, |l| l.len() * std::mem::size_of::<u32>());
-                (s.segment.file_len() + index + codes + live) as u64
+                let deleted = s.deleted_bits.len() * std::mem::size_of::<u64>();
+                let signs = s
+                    .sign_bits
+                    .get()
+                    .map_or(0, |b| std::mem::size_of_val(b.codes()));
+                (s.segment.file_len() + index + codes + deleted + signs) as u64
             })
             .sum()
     }

@@ -61,10 +61,20 @@ pub fn indexed(store: &Store, segment: &Segment, id: &str) -> String {
 /// A segment of `rows` points written to `store`'s collection `c`, as
 /// a manifest lists it.
 pub fn written_segment(store: &Store, rows: u64) -> SegmentEntry {
-    let def = CollectionDef::new("c", DIM as u32);
-    let mut g = Growing::new(DIM, def.metric, def.id_type);
+    written_segment_of(store, &CollectionDef::new("c", DIM as u32), rows)
+}
+
+/// [`written_segment`] for a collection `c` defined as `def` (its
+/// dimensions and metric).
+pub fn written_segment_of(store: &Store, def: &CollectionDef, rows: u64) -> SegmentEntry {
+    let dim = def.dimension as usize;
+    let mut g = Growing::new(dim, def.metric, def.id_type);
     for n in 0..rows {
-        g.upsert(PointId::Num(n), &vector(n), b"{}", 0, n as i64);
+        let mut v = vector_of(n, dim);
+        if def.metric == eddy_model::Metric::Cosine {
+            eddy_kernels::normalize(&mut v);
+        }
+        g.upsert(PointId::Num(n), &v, b"{}", 0, n as i64);
     }
     let (id, path) = store.new_segment("c");
     let bytes = g
@@ -107,7 +117,7 @@ pub fn indexed_with_deletes(
     rows: u64,
     every: usize,
 ) -> Manifest {
-    let mut entry = written_segment(store, rows);
+    let mut entry = written_segment_of(store, def, rows);
     let deleted: roaring::RoaringBitmap = (0..rows as u32).step_by(every).collect();
     entry.deleted = deleted.len();
     entry.deletes = Some(

@@ -317,10 +317,14 @@ mod tests {
                 },
                 shard: 0,
                 segment,
+                deleted_bits: Arc::new(super::super::snapshot::deleted_bits(
+                    &deleted,
+                    rows as usize,
+                )),
                 deleted: Arc::new(deleted),
                 index: None,
                 scan_codes: None,
-                live_rows: None,
+                sign_bits: Default::default(),
                 indexed_fields: Arc::new(BTreeMap::new()),
                 residency: eddy_segment::Residency::Mapped,
             });

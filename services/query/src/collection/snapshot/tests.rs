@@ -45,12 +45,12 @@ fn a_segment_awaiting_its_index_is_served_with_scan_codes_until_it_comes() {
     assert!(codes_of(&v3).is_none(), "the index file's codes take over");
 }
 
-/// An indexed segment lists its live rows once half or more of its rows
-/// are deleted (a search may then scan their codes instead of walking
-/// the graph), not before, and not without a graph; a reload with the
-/// same delete file keeps the list.
+/// A segment's deleted rows are held as one bit per row (none without a
+/// delete file), counted in the served bytes and reused by a reload with
+/// the same delete file; its sign bits (made or not) are kept across
+/// reloads too (they depend on its rows only).
 #[test]
-fn a_mostly_deleted_indexed_segment_lists_its_live_rows() {
+fn deleted_rows_are_held_as_bits_and_sign_bits_survive_reloads() {
     let (_dir, store, def) = store_with_collection();
     let rows = eddy_segment::MIN_GRAPH_ROWS as u64;
     let entry = written_segment(&store, rows);
@@ -61,47 +61,42 @@ fn a_mostly_deleted_indexed_segment_lists_its_live_rows() {
     let load = |m: &Manifest, previous: &Snapshot| {
         Snapshot::load(&store, &def, m, previous, Residency::Mapped).expect("local store")
     };
-    let deletes = |manifest: &mut Manifest, every: u32| {
-        let deleted: RoaringBitmap = (0..rows as u32).filter(|r| r % every != 0).collect();
-        manifest.version += 1;
-        manifest.segments[0].deleted = deleted.len();
-        manifest.segments[0].deletes =
-            Some(store.write_deletes("c", &id, &deleted).expect("deletes"));
-    };
-    // Three quarters deleted, no graph yet: scan codes, no list.
-    deletes(&mut manifest, 4);
-    let v1 = load(&manifest, &Snapshot::default());
-    assert!(v1.segments[0].live_rows.is_none(), "no graph to walk");
+    let v0 = load(&manifest, &Snapshot::default());
+    assert!(v0.segments[0].deleted_bits.is_empty(), "nothing deleted");
 
+    let deleted: RoaringBitmap = (0..rows as u32).filter(|r| r % 4 != 0).collect();
     manifest.version += 1;
-    manifest.segments[0].index = Some(indexed(&store, &v1.segments[0].segment, &id));
-    let v2 = load(&manifest, &v1);
-    let live = v2.segments[0].live_rows.clone().expect("listed");
-    let want: Vec<u32> = (0..rows as u32).step_by(4).collect();
-    assert_eq!(*live, want);
-    let without_list = v2.file_bytes() - (live.len() * 4) as u64;
+    manifest.segments[0].deleted = deleted.len();
+    manifest.segments[0].deletes = Some(store.write_deletes("c", &id, &deleted).expect("deletes"));
+    manifest.segments[0].index = Some(indexed(&store, &v0.segments[0].segment, &id));
+    let v1 = load(&manifest, &v0);
+    let bits = v1.segments[0].deleted_bits.clone();
+    assert_eq!(bits.len(), (rows as usize).div_ceil(64));
+    for row in 0..rows as u32 {
+        let set = bits[row as usize / 64] & (1 << (row % 64)) != 0;
+        assert_eq!(set, deleted.contains(row), "row {row}");
+    }
+    let files: u64 = v1
+        .segments
+        .iter()
+        .map(|s| (s.segment.file_len() + s.index.as_ref().map_or(0, |i| i.file_len())) as u64)
+        .sum();
     assert_eq!(
-        without_list,
-        v2.segments
-            .iter()
-            .map(|s| (s.segment.file_len() + s.index.as_ref().map_or(0, |i| i.file_len())) as u64)
-            .sum::<u64>(),
-        "the list counts in the served bytes"
+        v1.file_bytes(),
+        files + bits.len() as u64 * 8,
+        "the bits count"
     );
-    manifest.version += 1;
-    let v3 = load(&manifest, &v2);
-    let kept = v3.segments[0].live_rows.as_ref().expect("still listed");
-    assert!(Arc::ptr_eq(&live, kept), "reloads reuse the list");
 
-    // Fewer than half deleted (a new delete file): no list.
-    deletes(&mut manifest, 2);
-    assert!(load(&manifest, &v3).segments[0].live_rows.is_some(), "half");
-    let mut few = manifest.clone();
-    let deleted: RoaringBitmap = (0..rows as u32).filter(|r| r % 3 == 0).collect();
-    few.version += 1;
-    few.segments[0].deleted = deleted.len();
-    few.segments[0].deletes = Some(store.write_deletes("c", &id, &deleted).expect("deletes"));
-    assert!(load(&few, &v3).segments[0].live_rows.is_none(), "a third");
+    // Rows of 8 dimensions take no sign bits (too coarse to rank by).
+    v1.segments[0].sign_bits.make_now(&v1.segments[0].segment);
+    assert!(v1.segments[0].sign_bits.get().is_none());
+    manifest.version += 1;
+    let v2 = load(&manifest, &v1);
+    assert!(Arc::ptr_eq(&bits, &v2.segments[0].deleted_bits), "reused");
+    assert!(
+        Arc::ptr_eq(&v1.segments[0].sign_bits, &v2.segments[0].sign_bits),
+        "the sign bits are kept"
+    );
 }
 
 /// A node slow to load a version may find its files collected: newer
