@@ -25,6 +25,7 @@ mod support;
 #[cfg(feature = "failpoints")]
 mod crash_points;
 mod drill;
+mod drill_node;
 mod processes;
 
 use std::time::{Duration, Instant};
