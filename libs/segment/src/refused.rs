@@ -8,7 +8,7 @@
 //! searches it meanwhile.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use eddy_quant::binary::BinaryCodes;
 
@@ -96,6 +96,9 @@ pub fn bit_scan_pays(accepted: usize, rows: usize, beam: usize) -> bool {
 /// made (ahead of [`bit_scan_pays`], which wants them from ~75 %).
 pub const SIGN_BITS_FROM_REFUSED: f64 = 0.5;
 
+/// Held while a segment's sign bits are made.
+static MAKING: Mutex<()> = Mutex::new(());
+
 /// Sign bits of a graph segment's rows, made on first need on a thread of
 /// their own, never on a search's path: index files do not hold them, and
 /// only segments whose rows are mostly refused are scanned by them (for
@@ -123,6 +126,10 @@ impl LazySignBits {
         let spawned = std::thread::Builder::new()
             .name("eddy-sign-bits".into())
             .spawn(move || {
+                // One segment's bits at a time, whatever number of
+                // segments cross the threshold together (a bulk delete):
+                // at most one core goes to them.
+                let _one = MAKING.lock().unwrap_or_else(PoisonError::into_inner);
                 let _ = cell.bits.set(sign_bits_of(&segment));
             });
         if let Err(e) = spawned {
