@@ -34,7 +34,7 @@ pub use index_file::{
     IndexFile, IndexSection, IndexWriter, INDEX_FORMAT_VERSION, INDEX_OLDEST_SUPPORTED_VERSION,
 };
 pub use reader::Segment;
-pub use refused::{bit_scan_pays, code_scan_pays, LazySignBits, RowMask, SIGN_BITS_FROM_REFUSED};
+pub use refused::{bit_scan_pays, code_scan_pays, LazySignBits, RowMask};
 pub use resident::HugePageBytes;
 pub use scan_codes::{
     scan_quantizer, scan_rescore_depth, scan_shortlist_depth, sign_bit_quantizer, train_scan_codes,

@@ -94,7 +94,7 @@ pub fn bit_scan_pays(accepted: usize, rows: usize, beam: usize) -> bool {
 
 /// Refused share of a graph segment's rows from which its sign bits are
 /// made (ahead of [`bit_scan_pays`], which wants them from ~75 %).
-pub const SIGN_BITS_FROM_REFUSED: f64 = 0.5;
+const SIGN_BITS_FROM_REFUSED: f64 = 0.5;
 
 /// Held while a segment's sign bits are made.
 static MAKING: Mutex<()> = Mutex::new(());
@@ -114,6 +114,15 @@ impl LazySignBits {
     /// The bits, once made.
     pub fn get(&self) -> Option<&BinaryCodes> {
         self.bits.get().and_then(Option::as_ref)
+    }
+
+    /// [`LazySignBits::request`] once `masked` of `segment`'s rows are
+    /// refused, half of them or more (a search of a graph segment calls
+    /// this with its [`RowMask::masked`]; one atomic load once made).
+    pub fn request_when_refused(self: &Arc<Self>, segment: &Arc<Segment>, masked: usize) {
+        if self.get().is_none() && masked as f64 >= SIGN_BITS_FROM_REFUSED * segment.rows() as f64 {
+            self.request(segment);
+        }
     }
 
     /// Starts making the bits of `segment`'s rows, once: later calls (and

@@ -5,7 +5,7 @@
 use std::ops::Range;
 
 use eddy_model::PointId;
-use eddy_segment::{scan_rescore_depth, search_sealed, Neighbor, SIGN_BITS_FROM_REFUSED};
+use eddy_segment::{scan_rescore_depth, search_sealed, Neighbor};
 
 use super::{Collection, Served};
 use crate::prepared::{PreparedSearch, QueryBatch, ShardSet};
@@ -123,14 +123,11 @@ fn search_one(served: &Served, query: &[f32], search: &PreparedSearch) -> Vec<Hi
         let seg = &s.segment;
         let accept = |row: u32| !served.shadows.refuses(i, row);
         let mask = served.row_mask(i);
-        let sign_bits = s.sign_bits.get();
-        if sign_bits.is_none()
-            && s.index.is_some()
-            && mask.masked as f64 >= SIGN_BITS_FROM_REFUSED * seg.rows() as f64
-        {
+        if s.index.is_some() {
             // Made off this path; later searches scan by them.
-            s.sign_bits.request(seg);
+            s.sign_bits.request_when_refused(seg, mask.masked);
         }
+        let sign_bits = s.sign_bits.get();
         for n in search_sealed(
             seg,
             s.index.as_deref(),

@@ -218,7 +218,7 @@ impl Snapshot {
         for entry in &manifest.segments {
             let old = previous.segments.iter().find(|s| s.entry.id == entry.id);
             // Files held otherwise than asked are opened again; what was
-            // derived from them (codes, lists, fields) is kept.
+            // derived from them (codes, bits, fields) is kept.
             let held = old.filter(|s| s.residency == residency);
             let segment = match held {
                 Some(s) => Ok(s.segment.clone()),
