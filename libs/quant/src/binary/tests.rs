@@ -109,3 +109,28 @@ fn hamming_all_is_the_symmetric_score_negated() {
         assert_eq!(-(*d as f32), *s);
     }
 }
+
+/// The word-at-a-time sign bits are the signs of the centred, scaled
+/// values bit for bit (dimensions not a multiple of 64, values on the
+/// centre, tiny and huge offsets), and the plane popcounts count them.
+#[test]
+fn one_bit_words_are_the_signs_of_the_centred_values() {
+    for dim in [1, 63, 64, 65, 130, 384] {
+        let d = data(dim, 40);
+        let q = BinaryQuantizer::train(&d, dim, &BinaryConfig::default()).expect("train");
+        let mut rows: Vec<Vec<f32>> = d.chunks(dim).map(<[f32]>::to_vec).collect();
+        rows.push(q.mean.clone());
+        rows.push(q.mean.iter().map(|m| m + 1e-30).collect());
+        rows.push(q.mean.iter().map(|m| m - 1e30).collect());
+        for v in &rows {
+            let mut code = vec![0u64; q.words_per_vector()];
+            let popcounts = q.encode_into(v, &mut code).expect("encode");
+            for (i, ((x, m), s)) in v.iter().zip(&q.mean).zip(&q.inv_std).enumerate() {
+                let bit = code[i / 64] >> (i % 64) & 1 == 1;
+                assert_eq!(bit, (x - m) * s > 0.0, "dim {dim}, value {i}");
+            }
+            let set: u32 = code.iter().map(|w| w.count_ones()).sum();
+            assert_eq!(popcounts, vec![set as u16]);
+        }
+    }
+}
