@@ -74,3 +74,17 @@ fn sq8_beam_fidelity_separates_coarse_codes() {
     assert!(poor < SQ8_BEAM_MIN_FIDELITY, "tight data: {poor}");
     assert!((0.0..=1.0).contains(&poor) && (0.0..=1.0).contains(&good));
 }
+
+/// The query weights' rounding is `round_ties_even` over their whole range
+/// (and past it), ties included.
+#[test]
+fn small_values_round_to_nearest_ties_to_even() {
+    let mut x = -200.0f32;
+    while x <= 200.0 {
+        assert_eq!(crate::sq8::round_small(x), x.round_ties_even(), "{x}");
+        x += 0.125;
+    }
+    for x in [0.49999997f32, -0.49999997, 1e-30, -1e-30, 126.5, -127.5, 63.999996] {
+        assert_eq!(crate::sq8::round_small(x), x.round_ties_even(), "{x}");
+    }
+}
