@@ -84,7 +84,15 @@ fn small_values_round_to_nearest_ties_to_even() {
         assert_eq!(crate::sq8::round_small(x), x.round_ties_even(), "{x}");
         x += 0.125;
     }
-    for x in [0.49999997f32, -0.49999997, 1e-30, -1e-30, 126.5, -127.5, 63.999996] {
+    for x in [
+        0.49999997f32,
+        -0.49999997,
+        1e-30,
+        -1e-30,
+        126.5,
+        -127.5,
+        63.999996,
+    ] {
         assert_eq!(crate::sq8::round_small(x), x.round_ties_even(), "{x}");
     }
 }
