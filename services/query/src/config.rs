@@ -99,6 +99,12 @@ pub struct QueryConfig {
     #[arg(long, env = "EDDY_SEARCH_THREADS", default_value_t = 0)]
     pub search_threads: usize,
 
+    /// Threads serving HTTP connections, each with a runtime of its own
+    /// (0 = one per core). A connection stays on one thread; small
+    /// searches run there, batches go to the search threads.
+    #[arg(long, env = "EDDY_HTTP_THREADS", default_value_t = 0)]
+    pub http_threads: usize,
+
     /// Rows the tail holds at most. At the bound (ingest is not sealing)
     /// it stops reading: answers report the collection stale and
     /// `/readyz` not ready, until sealing makes room.
@@ -227,10 +233,12 @@ impl QueryConfig {
 
     /// Search threads: `--search-threads`, or one per core when 0.
     pub fn search_threads(&self) -> usize {
-        match self.search_threads {
-            0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
-            n => n,
-        }
+        per_core_unless_set(self.search_threads)
+    }
+
+    /// HTTP threads: `--http-threads`, or one per core when 0.
+    pub fn http_threads(&self) -> usize {
+        per_core_unless_set(self.http_threads)
     }
 
     /// How collection polling is paced (at least every 50 ms).
@@ -354,6 +362,14 @@ impl QueryConfig {
             })?,
             peer_discovery: self.peer_discovery,
         })
+    }
+}
+
+/// `n`, or one per core when `n` is 0.
+fn per_core_unless_set(n: usize) -> usize {
+    match n {
+        0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+        n => n,
     }
 }
 

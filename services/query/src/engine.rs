@@ -96,11 +96,16 @@ pub struct Engine {
     /// The nodes serving the shards this one does not (none configured:
     /// no fan-out).
     peers: Option<Arc<Peers>>,
+    /// The runtime the engine was made on, where collection watchers run
+    /// whichever thread starts serving a collection (an HTTP thread's
+    /// runtime ends with the service's HTTP side).
+    runtime: Option<tokio::runtime::Handle>,
     opts: EngineOptions,
 }
 
 impl Engine {
     /// An engine over `store`; call [`Engine::refresh`] to load collections.
+    /// Made within a tokio runtime, it runs its watchers there.
     pub fn new(
         store: Store,
         metrics: QueryMetrics,
@@ -135,6 +140,7 @@ impl Engine {
             pins: Pins::new(opts.snapshot_ttl, MAX_PINNED_SNAPSHOTS, opts.max_tail_bytes),
             recall,
             peers,
+            runtime: tokio::runtime::Handle::try_current().ok(),
             opts,
         }))
     }
@@ -376,7 +382,11 @@ impl Engine {
             if let Err(e) = spawned {
                 error!(collection = %def.name, error = %e, "starting the tail thread");
             }
-            tokio::spawn(watch_manifests(self.clone(), collection));
+            let watcher = watch_manifests(self.clone(), collection);
+            match &self.runtime {
+                Some(runtime) => drop(runtime.spawn(watcher)),
+                None => drop(tokio::spawn(watcher)),
+            }
         }
     }
 

@@ -40,6 +40,9 @@ pub enum Error {
     /// Building the search pool failed.
     #[error("search pool: {0}")]
     Pool(#[from] rayon::ThreadPoolBuildError),
+    /// Starting an HTTP thread (or its runtime) failed.
+    #[error("starting an HTTP thread: {0}")]
+    HttpThread(std::io::Error),
     /// The API keys could not be loaded, or none guard a listener other
     /// hosts can reach.
     #[error(transparent)]

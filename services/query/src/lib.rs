@@ -13,7 +13,8 @@
 //! - [`cpu`]: the one way CPU work leaves the runtime;
 //! - [`tail`]: the Kafka tail consumer;
 //! - [`http`] and [`flight`]: the two APIs, sharing [`error::ApiError`];
-//!   `server` binds and runs them;
+//!   `server` binds and runs them, HTTP on threads of its own
+//!   (`http_threads`);
 //! - [`auth`] (API keys and scopes), [`tls`] (both doors' TLS) and
 //!   [`policy`] (which collections the API may create): what makes the
 //!   service safe to expose.
@@ -29,6 +30,7 @@ pub mod error;
 pub mod fanout;
 pub mod flight;
 pub mod http;
+mod http_threads;
 pub mod metrics;
 pub mod pins;
 pub mod policy;
@@ -63,6 +65,8 @@ pub struct Query {
     tls: bool,
     /// Aborted on drop.
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The HTTP threads (stopped on drop, closing their connections).
+    http: Option<http_threads::HttpThreads>,
     /// Stops the Flight server, which closes its connections.
     stop_flight: Arc<tokio::sync::Notify>,
     /// The Flight server (stopped, not aborted, on drop).
@@ -105,6 +109,7 @@ impl Query {
 impl Drop for Query {
     fn drop(&mut self) {
         self.engine.stop();
+        self.http.take();
         self.stop_flight.notify_one();
         for t in &self.tasks {
             t.abort();
@@ -152,10 +157,16 @@ pub async fn start(mut config: QueryConfig) -> Result<Query, Error> {
         tls.as_ref(),
         stop_flight.clone(),
     )?;
-    let mut tasks = vec![
-        server::serve_http(http_listener, http_state, tls.as_ref()),
-        server::refresh_collections(engine.clone(), config.collection_poll()),
-    ];
+    let http = server::serve_http(
+        http_listener,
+        http_state,
+        tls.as_ref(),
+        config.http_threads(),
+    )?;
+    let mut tasks = vec![server::refresh_collections(
+        engine.clone(),
+        config.collection_poll(),
+    )];
     let discovery = config.discovery(engine.store(), flight_addr, tls.is_some())?;
     if let Some(peers) = engine.peers() {
         tasks.push(tokio::spawn(peers.clone().keep_refreshed()));
@@ -176,6 +187,7 @@ pub async fn start(mut config: QueryConfig) -> Result<Query, Error> {
         flight_addr,
         tls: tls.is_some(),
         tasks,
+        http: Some(http),
         stop_flight,
         flight: Some(flight),
         discovery,

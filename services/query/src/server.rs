@@ -1,5 +1,6 @@
-//! The service's network side: the HTTP and Flight listeners and servers,
-//! and the task that picks up new collections.
+//! The service's network side: the HTTP and Flight listeners and servers
+//! (HTTP on threads of its own, [`crate::http_threads`]), and the task
+//! that picks up new collections.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use tokio::task::JoinHandle;
 use crate::auth::ApiKeys;
 use crate::engine::Engine;
 use crate::error::Error;
+use crate::http_threads::HttpThreads;
 use crate::tls::TlsIdentity;
 use crate::{flight, http};
 
@@ -34,36 +36,21 @@ pub(crate) async fn bind(
     Ok((listener, bound))
 }
 
-/// Serves the HTTP API (`state.registry` on `/metrics`) on `listener`,
-/// over TLS when `tls` is given.
+/// Serves the HTTP API (`state.registry` on `/metrics`) on `listener`
+/// from `threads` HTTP threads, over TLS when `tls` is given; stopped when
+/// the returned value is dropped.
 pub(crate) fn serve_http(
     listener: TcpListener,
     state: http::HttpState,
     tls: Option<&TlsIdentity>,
-) -> JoinHandle<()> {
-    let app = http::router(state);
-    match tls {
-        Some(tls) => {
-            let listener = tls.http_listener(listener);
-            tokio::spawn(async move {
-                if let Err(e) = axum::serve(listener, app).await {
-                    tracing::error!(error = %e, "HTTPS server stopped");
-                }
-            })
-        }
-        None => {
-            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-                if let Err(e) = tcp.set_nodelay(true) {
-                    tracing::debug!(error = %e, "TCP_NODELAY");
-                }
-            });
-            tokio::spawn(async move {
-                if let Err(e) = axum::serve(listener, app).await {
-                    tracing::error!(error = %e, "HTTP server stopped");
-                }
-            })
-        }
-    }
+    threads: usize,
+) -> Result<HttpThreads, Error> {
+    HttpThreads::start(
+        listener,
+        http::router(state),
+        tls.map(TlsIdentity::http_acceptor),
+        threads,
+    )
 }
 
 /// Serves Arrow Flight on `listener`, over TLS when `tls` is given, until

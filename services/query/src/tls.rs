@@ -1,18 +1,13 @@
 //! TLS on both front doors from one certificate chain and key (PEM files):
-//! a rustls acceptor behind the HTTP server's listener, and tonic's own
+//! a rustls acceptor for the HTTP threads' handshakes, and tonic's own
 //! TLS for Flight. Loaded and checked once at start, so a wrong path or a
 //! key that does not match fails the start, not the first client.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use rustls_pki_types::pem::PemObject as _;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, Semaphore};
-use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
 /// Errors loading the certificate and key.
@@ -99,90 +94,9 @@ impl TlsIdentity {
         ))
     }
 
-    /// Wraps `listener` so that the HTTP server gets TLS streams.
-    pub fn http_listener(&self, listener: TcpListener) -> TlsListener {
-        TlsListener::new(listener, TlsAcceptor::from(self.http.clone()))
-    }
-}
-
-/// Longest a client may take over its TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Handshakes in progress at once; more connections wait in the backlog.
-const MAX_HANDSHAKES: usize = 256;
-
-/// A listener that yields TLS streams: accepts TCP connections and runs
-/// each handshake on its own task (bounded in number and time), so a slow
-/// or silent client never holds up the others.
-pub struct TlsListener {
-    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
-    local: SocketAddr,
-    acceptor: tokio::task::JoinHandle<()>,
-}
-
-impl TlsListener {
-    fn new(listener: TcpListener, tls: TlsAcceptor) -> Self {
-        let local = listener
-            .local_addr()
-            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-        let (tx, ready) = mpsc::channel(64);
-        let handshakes = Arc::new(Semaphore::new(MAX_HANDSHAKES));
-        let acceptor = tokio::spawn(async move {
-            loop {
-                let Ok(permit) = handshakes.clone().acquire_owned().await else {
-                    return;
-                };
-                let (tcp, peer) = match listener.accept().await {
-                    Ok(accepted) => accepted,
-                    Err(e) => {
-                        tracing::debug!(error = %e, "HTTPS accept");
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                        continue;
-                    }
-                };
-                if let Err(e) = tcp.set_nodelay(true) {
-                    tracing::debug!(error = %e, "TCP_NODELAY");
-                }
-                let (tls, tx) = (tls.clone(), tx.clone());
-                tokio::spawn(async move {
-                    let _permit = permit;
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(tcp)).await {
-                        Ok(Ok(stream)) => {
-                            let _ = tx.send((stream, peer)).await;
-                        }
-                        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
-                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
-                    }
-                });
-            }
-        });
-        Self {
-            ready,
-            local,
-            acceptor,
-        }
-    }
-}
-
-impl Drop for TlsListener {
-    fn drop(&mut self) {
-        self.acceptor.abort();
-    }
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.ready.recv().await {
-            Some(accepted) => accepted,
-            // The acceptor task is gone (the service is stopping).
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.local)
+    /// The rustls acceptor of the HTTP threads' handshakes.
+    pub fn http_acceptor(&self) -> TlsAcceptor {
+        TlsAcceptor::from(self.http.clone())
     }
 }
 
