@@ -116,6 +116,34 @@ fn a_quantized_tail_answers_like_the_exact_scan() {
 }
 
 #[test]
+fn a_tail_without_live_rows_answers_nothing_and_finds_the_next_upsert() {
+    let dim = 32;
+    let mut g = Growing::new(dim, Metric::Cosine, IdType::U64).with_quantized_scan(100);
+    for n in 0..200 {
+        g.upsert(id(n), &unit(n, dim), b"", 0, n as i64);
+    }
+    assert!(g.is_quantized());
+    let query = unit(7, dim);
+    // Every row sealed (pruned), or deleted: nothing to answer.
+    g.prune_below(&BTreeMap::from([(0, 150)]));
+    for n in 150..200 {
+        g.delete(id(n), 0, 200 + n as i64);
+    }
+    assert_eq!(g.live_rows(), 0);
+    assert!(g.search(&query, 10, &|_| true).is_empty());
+    assert!(g.search_quantized(&query, 10, 40, &|_| true).is_empty());
+    // The next event is searchable again, by both scans.
+    g.upsert(id(7), &query, b"", 0, 400);
+    for hits in [
+        g.search(&query, 10, &|_| true),
+        g.search_quantized(&query, 10, 40, &|_| true),
+    ] {
+        assert_eq!(hits.len(), 1);
+        assert_eq!(g.row(hits[0].row).id, &id(7));
+    }
+}
+
+#[test]
 fn sealed_segment_round_trips() {
     let dir = tempfile::tempdir().expect("tmp dir");
     let path = dir.path().join("s.seg");
