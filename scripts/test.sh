@@ -48,7 +48,8 @@ kernel_backend() { cargo run -q --locked -p eddy-kernels --example backend -- "$
 log "cargo test (kernel backend: $(kernel_backend))"
 cargo test --locked --workspace
 
-log "crash-point tests (eddy-ingest with the failpoints feature; never in a release build)"
+log "crash-point tests (eddy-manifest and eddy-ingest with the failpoints feature; never in a release build)"
+cargo test --locked -p eddy-manifest --features failpoints --lib gc::
 cargo test --locked -p eddy-ingest --features failpoints --lib maintenance::
 cargo test --locked -p eddy-ingest --features failpoints --test failpoints
 cargo test --locked -p eddy-ingest --features failpoints --test kill -- crash_points

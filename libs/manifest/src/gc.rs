@@ -13,13 +13,16 @@
 //! not yet published is never taken from under it however long the writer
 //! stalls, as long as its lease holds. Leases are read after the files are
 //! listed, so a lease taken meanwhile covers every listed file its holder
-//! wrote. A writer whose lease expired checks its files still exist before
-//! publishing ([`Store::update`]).
+//! wrote; and the manifest versions published since the pass listed them are
+//! read after the leases, so a writer that published and let its lease go
+//! while the pass ran is found through the version it published (a writer
+//! publishes before it releases). A writer whose lease expired checks its
+//! files still exist before publishing ([`Store::update`]).
 
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::{LeaseRecord, Result, Store, LEASE_FORMAT};
+use crate::{LeaseRecord, Manifest, Result, Store, LEASE_FORMAT};
 
 /// What a collection keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +100,15 @@ impl Store {
     }
 }
 
+/// Adds the files `manifest` names to `referenced`.
+fn reference(manifest: &Manifest, referenced: &mut HashSet<String>) {
+    for seg in &manifest.segments {
+        referenced.insert(format!("{}.seg", seg.id));
+        referenced.extend(seg.index.iter().cloned());
+        referenced.extend(seg.deletes.iter().cloned());
+    }
+}
+
 fn older_than(entry: &Entry, now: SystemTime, grace: Duration) -> bool {
     // A clock step backwards makes files look young: they are kept.
     now.duration_since(entry.modified)
@@ -132,6 +144,7 @@ impl Store {
             }
         }
         manifests.sort_by_key(|(v, _)| std::cmp::Reverse(*v));
+        let newest_listed = manifests.first().map_or(0, |(v, _)| *v);
         let keep = policy.keep_versions.max(1);
         let pinned: HashSet<u64> = self
             .leases(collection)?
@@ -146,12 +159,7 @@ impl Store {
         // Every file a retained version names (read all of them before removing anything).
         let mut referenced: HashSet<String> = HashSet::new();
         for (_, (version, _)) in &retained {
-            let manifest = self.manifest(collection, *version)?;
-            for seg in manifest.segments {
-                referenced.insert(format!("{}.seg", seg.id));
-                referenced.extend(seg.index);
-                referenced.extend(seg.deletes);
-            }
+            reference(&self.manifest(collection, *version)?, &mut referenced);
         }
         let segment_files = self.gc_list(&format!("{dir}/segments"))?;
         let delete_files = self.gc_list(&format!("{dir}/deletes"))?;
@@ -169,6 +177,20 @@ impl Store {
                     .map(|l| lease_start(l.since_ms)),
             )
             .min();
+        // Read after the leases: a writer that published since the listing
+        // and has let its lease go is found through what it published.
+        for entry in self.gc_list(&format!("{dir}/manifests"))? {
+            let version = entry
+                .name
+                .strip_suffix(".json")
+                .and_then(|n| n.parse::<u64>().ok());
+            if let Some(version) = version.filter(|v| *v > newest_listed) {
+                // Gone since the listing: another pass found it expired.
+                if let Some(manifest) = self.manifest_if_present(collection, version)? {
+                    reference(&manifest, &mut referenced);
+                }
+            }
+        }
         for (_, (_, entry)) in &expired {
             if self.gc_remove(entry, &mut report)? {
                 report.manifests += 1;
@@ -464,6 +486,68 @@ mod tests {
         assert!(
             store.leases("c").expect("leases").is_empty(),
             "and is removed"
+        );
+    }
+
+    /// A writer that publishes and releases its lease while a pass runs
+    /// (after the pass listed the manifests, before it read the leases) keeps
+    /// its files: the pass finds them through the version it published.
+    #[cfg(feature = "failpoints")]
+    #[test]
+    fn a_lease_released_during_the_pass_still_protects_its_files() {
+        let _scenario = fail::FailScenario::setup();
+        let (_dir, store) = store_with_collection();
+        let now = SystemTime::now();
+        let del = store.root().join("collections/c/deletes");
+        fs::create_dir_all(&del).expect("mkdir");
+        let manifests = store.root().join("collections/c/manifests");
+        let mut m = Manifest::empty("c").successor();
+        store.publish(&m).expect("v1");
+        // A seal takes its lease and writes its delete file; two other
+        // versions are published while it works.
+        let lease = store
+            .take_lease("c", "seal", Duration::from_secs(3600), None)
+            .expect("lease");
+        touch(&del.join("s.1.del"), now);
+        for _ in 0..2 {
+            m = m.successor();
+            store.publish(&m).expect("publish");
+        }
+        age(
+            &manifests.join(format!("{:020}.json", 1)),
+            now - Duration::from_secs(1800),
+        );
+        for v in 2..=3u64 {
+            age(
+                &manifests.join(format!("{v:020}.json")),
+                now + Duration::from_secs(5),
+            );
+        }
+        // Between the listing and the lease read, the seal publishes v4
+        // naming its file and drops its lease.
+        let held = std::sync::Mutex::new(Some(lease));
+        let (publisher, published) = (store.clone(), m.clone());
+        fail::cfg_callback("gc::before_delete", move || {
+            if let Some(lease) = held.lock().expect("lock").take() {
+                let mut next = published.successor();
+                next.segments = vec![entry("s", None, Some("s.1.del"))];
+                publisher.publish(&next).expect("v4");
+                drop(lease);
+            }
+        })
+        .expect("failpoint");
+        let policy = GcPolicy {
+            keep_versions: 1,
+            grace: Duration::ZERO,
+        };
+        store
+            .collect_garbage("c", &policy, now + Duration::from_secs(60))
+            .expect("gc");
+        fail::remove("gc::before_delete");
+        assert_eq!(store.latest_manifest("c").expect("latest").version, 4);
+        assert!(
+            exists(&store, "deletes/s.1.del"),
+            "v4 names the delete file: it must stay"
         );
     }
 

@@ -70,6 +70,11 @@ fn manifest_file(version: u64) -> String {
 }
 
 /// Key of `rest` within collection `collection`'s directory.
+/// The store key of version `version` of `collection`'s manifest.
+fn manifest_key(collection: &str, version: u64) -> String {
+    collection_key(collection, &format!("manifests/{}", manifest_file(version)))
+}
+
 pub(crate) fn collection_key(collection: &str, rest: &str) -> String {
     format!("collections/{collection}/{rest}")
 }
@@ -246,13 +251,22 @@ impl Store {
 
     /// Manifest version `version` of `collection`.
     pub fn manifest(&self, collection: &str, version: u64) -> Result<Manifest> {
-        let key = collection_key(collection, &format!("manifests/{}", manifest_file(version)));
+        self.manifest_if_present(collection, version)?
+            .ok_or_else(|| Error::Io {
+                path: self.backend.describe(&manifest_key(collection, version)),
+                source: io::Error::from(io::ErrorKind::NotFound),
+            })
+    }
+
+    /// Version `version` of `collection`'s manifest, or `None` when that
+    /// version does not exist (never published, or collected since).
+    pub fn manifest_if_present(&self, collection: &str, version: u64) -> Result<Option<Manifest>> {
+        let key = manifest_key(collection, version);
         let path = self.backend.describe(&key);
-        let bytes = self.backend.read(&key)?.ok_or_else(|| Error::Io {
-            path: path.clone(),
-            source: io::Error::from(io::ErrorKind::NotFound),
-        })?;
-        MANIFEST_FORMAT.decode(&path, &bytes)
+        match self.backend.read(&key)? {
+            Some(bytes) => MANIFEST_FORMAT.decode(&path, &bytes).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// Publishes `manifest` as its version, only if that version does not
@@ -261,10 +275,7 @@ impl Store {
         if self.is_dropped(&manifest.collection) {
             return Err(Error::Dropped(manifest.collection.clone()));
         }
-        let key = collection_key(
-            &manifest.collection,
-            &format!("manifests/{}", manifest_file(manifest.version)),
-        );
+        let key = manifest_key(&manifest.collection, manifest.version);
         let bytes = MANIFEST_FORMAT.encode(&self.backend.describe(&key), manifest)?;
         if self.backend.create(&key, &bytes)? {
             Ok(())
