@@ -348,3 +348,63 @@ async fn a_refused_setting_is_an_error_in_async_code_too() {
         assert!(err.to_string().contains("s3://eddy/settings"), "{err}");
     }
 }
+
+/// A fetch called from inside a tokio task (as the kill test's helpers and
+/// any async caller do) finishes: the store's blocking waits do not spend
+/// the calling task's cooperative budget. Before, once the task's budget
+/// was spent (128 ready polls in one turn: work before the call, or a
+/// download of more than 128 pieces), every further wait answered
+/// "pending" and woke itself at once, and the caller spun forever (the
+/// full kill profile's object-store test hung there).
+#[test]
+fn a_large_fetch_from_inside_a_tokio_task_finishes() {
+    let server = S3Server::start("eddy").expect("S3 server");
+    let cache = tempfile::tempdir().expect("tmp");
+    let writer = open(&server, "budget", cache.path());
+    writer
+        .create_collection(&CollectionDef::new("c", 4))
+        .expect("create");
+    // Many more pieces than a task's budget of 128 polls.
+    let large = pattern(24 << 20, 3);
+    let (id, path) = writer.new_segment("c");
+    fs::write(&path, &large).expect("write segment");
+    let updated = writer
+        .update::<Error>("c", |latest| {
+            let mut next = latest.successor();
+            next.segments.push(entry(&id, large.len() as u64));
+            Ok(Some(next))
+        })
+        .expect("publish");
+    assert!(updated.published.is_some());
+
+    let reader_cache = tempfile::tempdir().expect("tmp");
+    let reader = open(&server, "budget", reader_cache.path());
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    // On a thread of its own, so a spinning fetch fails the test (after a
+    // bound far above the fetch's time) instead of hanging it.
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let fetched = runtime.block_on(async {
+            // The task has done cooperative work in this poll already:
+            // 128 ready receives leave its budget spent.
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<u8>(128);
+            for _ in 0..128 {
+                tx.try_send(0).expect("room");
+            }
+            for _ in 0..128 {
+                rx.recv().await;
+            }
+            reader.fetch_segment("c", &id)
+        });
+        let _ = done_tx.send(fetched.map(|p| fs::read(p).expect("read")));
+    });
+    let fetched = done_rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the fetch finishes (it spun on an exhausted budget)")
+        .expect("fetch");
+    assert!(fetched == large, "came back whole");
+}

@@ -145,7 +145,7 @@ impl ObjectStore {
             path: PathBuf::from(&self.location),
             source: io::Error::other("store runtime shut down"),
         })?;
-        futures::executor::block_on(rt.spawn(fut)).map_err(|e| other(Path::new(&self.location), e))
+        wait(rt.spawn(fut)).map_err(|e| other(Path::new(&self.location), e))
     }
 
     /// Races [`PROBE_RACERS`] creates of one fresh probe object: exactly one
@@ -192,6 +192,19 @@ impl ObjectStore {
 }
 
 /// The CRC32 of a local file.
+/// Blocks this thread until `fut` is ready: the store's calls are
+/// synchronous, and their futures run on the store's own runtime.
+///
+/// futures' executor, not tokio's blocking calls, because a caller may be
+/// on an async thread of another runtime; and outside tokio's cooperative
+/// budget, because such a caller's task may have spent its budget (128
+/// ready polls in one turn), after which every tokio resource answers
+/// "pending" and wakes itself at once, and this wait would spin forever
+/// (`tests/s3.rs`, `a_large_fetch_from_inside_a_tokio_task_finishes`).
+fn wait<F: Future>(fut: F) -> F::Output {
+    futures::executor::block_on(tokio::task::unconstrained(fut))
+}
+
 fn file_crc(path: &Path) -> io::Result<u32> {
     let mut file = File::open(path)?;
     let mut hasher = crc32fast::Hasher::new();
@@ -383,12 +396,12 @@ impl Backend for ObjectStore {
                 break;
             }
             sent += chunk.len() as u64;
-            if futures::executor::block_on(tx.send(Bytes::from(chunk))).is_err() {
+            if wait(tx.send(Bytes::from(chunk))).is_err() {
                 break;
             }
         }
         drop(tx);
-        let finished = futures::executor::block_on(uploading).map_err(|e| other(local, e))?;
+        let finished = wait(uploading).map_err(|e| other(local, e))?;
         if let Some(e) = read_error {
             // The unfinished upload is aborted when the writer is dropped.
             return Err(Error::Io {
@@ -451,15 +464,13 @@ impl ObjectStore {
             .as_ref()
             .ok_or_else(|| other(tmp, io::Error::other("store runtime shut down")))?;
         rt.spawn(download(store, path, self.fetch_ranges, meta_tx, tx));
-        // futures' executor, not tokio's blocking calls: callers may be on
-        // an async thread of another runtime.
-        let layout = futures::executor::block_on(meta_rx)
+        let layout = wait(meta_rx)
             .map_err(|e| other(tmp, e))?
             .map_err(|e| other(&self.describe(key), e))?;
         let file = File::create(tmp).map_err(Error::io(tmp))?;
         let mut hashers = vec![crc32fast::Hasher::new(); layout.ranges.len()];
         let mut received = vec![0u64; layout.ranges.len()];
-        while let Some(piece) = futures::executor::block_on(rx.recv()) {
+        while let Some(piece) = wait(rx.recv()) {
             let piece = piece.map_err(|e| other(&self.describe(key), e))?;
             let range = &layout.ranges[piece.range];
             let at = range.start + received[piece.range];
