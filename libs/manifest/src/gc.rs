@@ -22,7 +22,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::{LeaseRecord, Manifest, Result, Store, LEASE_FORMAT};
+use crate::{LeaseRecord, Result, Store, LEASE_FORMAT};
 
 /// What a collection keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,13 +100,9 @@ impl Store {
     }
 }
 
-/// Adds the files `manifest` names to `referenced`.
-fn reference(manifest: &Manifest, referenced: &mut HashSet<String>) {
-    for seg in &manifest.segments {
-        referenced.insert(format!("{}.seg", seg.id));
-        referenced.extend(seg.index.iter().cloned());
-        referenced.extend(seg.deletes.iter().cloned());
-    }
+/// The version a manifest file's name holds (`None` for a temporary file).
+fn manifest_version(name: &str) -> Option<u64> {
+    name.strip_suffix(".json").and_then(|n| n.parse().ok())
 }
 
 fn older_than(entry: &Entry, now: SystemTime, grace: Duration) -> bool {
@@ -134,11 +130,7 @@ impl Store {
         let mut manifests: Vec<(u64, Entry)> = Vec::new();
         let mut tmp_files = Vec::new();
         for entry in self.gc_list(&format!("{dir}/manifests"))? {
-            match entry
-                .name
-                .strip_suffix(".json")
-                .and_then(|n| n.parse::<u64>().ok())
-            {
+            match manifest_version(&entry.name) {
                 Some(version) => manifests.push((version, entry)),
                 None => tmp_files.push(entry),
             }
@@ -159,7 +151,7 @@ impl Store {
         // Every file a retained version names (read all of them before removing anything).
         let mut referenced: HashSet<String> = HashSet::new();
         for (_, (version, _)) in &retained {
-            reference(&self.manifest(collection, *version)?, &mut referenced);
+            referenced.extend(self.manifest(collection, *version)?.file_names());
         }
         let segment_files = self.gc_list(&format!("{dir}/segments"))?;
         let delete_files = self.gc_list(&format!("{dir}/deletes"))?;
@@ -180,15 +172,12 @@ impl Store {
         // Read after the leases: a writer that published since the listing
         // and has let its lease go is found through what it published.
         for entry in self.gc_list(&format!("{dir}/manifests"))? {
-            let version = entry
-                .name
-                .strip_suffix(".json")
-                .and_then(|n| n.parse::<u64>().ok());
-            if let Some(version) = version.filter(|v| *v > newest_listed) {
-                // Gone since the listing: another pass found it expired.
-                if let Some(manifest) = self.manifest_if_present(collection, version)? {
-                    reference(&manifest, &mut referenced);
-                }
+            let Some(version) = manifest_version(&entry.name).filter(|v| *v > newest_listed) else {
+                continue;
+            };
+            // Gone since the listing: another pass found it expired.
+            if let Some(manifest) = self.manifest_if_present(collection, version)? {
+                referenced.extend(manifest.file_names());
             }
         }
         for (_, (_, entry)) in &expired {
