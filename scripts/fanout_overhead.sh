@@ -78,6 +78,26 @@ for _ in $(seq 1 300); do
 done
 [[ "$code" == "200" ]] || { echo "the fan-out node never answered whole: $code" >&2; tail -5 "$out"/shard*.log >&2; exit 1; }
 
+# Both setups must meet the same segments: wait until the collection is
+# sealed, indexed and merged down to one segment per shard, then give the
+# shard nodes a few polls to load that version.
+echo "==> waiting for the collection to settle (one indexed segment per shard)" >&2
+settled=0
+for _ in $(seq 1 600); do
+    settled=$(curl -s "http://$whole_http/v1/collections/demo" | python3 -c '
+import json, sys
+s = json.load(sys.stdin)["status"]
+print(int(0 < s["segments"] <= 2 and s["indexed_segments"] == s["segments"] and s["tail_rows"] == 0))' || echo 0)
+    [[ "$settled" == 1 ]] && break
+    sleep 1
+done
+[[ "$settled" == 1 ]] || echo "warning: the collection did not settle within 10 minutes" >&2
+sleep 5
+curl -s "http://$whole_http/v1/collections/demo" | python3 -c '
+import json, sys
+s = json.load(sys.stdin)["status"]
+print("==> settled: version", s["manifest_version"], "segments", s["segments"], "points", s["points"])' >&2
+
 driver_args=(--collection demo --api http --workers 1 --duration "$seconds" --warmup 2)
 [[ -n "$dataset" ]] && driver_args+=(--dataset "$dataset")
 for round in $(seq 1 "$rounds"); do
@@ -87,6 +107,6 @@ for round in $(seq 1 "$rounds"); do
         target/release/eddy-loadtest query --http "$http" --flight 127.0.0.1:1 "${driver_args[@]}" \
             >"$report" 2>&1
         echo "==> round $round, $setup ($http):"
-        grep -iE 'recall|p50|q/s' "$report" | head -6
+        grep -A1 '^api ' "$report" | head -2
     done
 done
