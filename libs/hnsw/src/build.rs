@@ -14,6 +14,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::insert::{insert, Worker};
 use crate::link::BuildState;
+use crate::prior::Prior;
 use crate::repair::{boost_in_degree, repair};
 use crate::space::space_of;
 use crate::sq8::{fidelity_of, train_sq8, Sq8View, SQ8_BEAM_MIN_FIDELITY};
@@ -68,6 +69,7 @@ pub(crate) fn build(
     params: &HnswParams,
     opts: &BuildOptions,
     given_sq8: Option<Sq8View<'_>>,
+    prior: Option<&Prior<'_>>,
 ) -> Result<Graph> {
     let n = check_input(vectors, params, opts)?;
     let rep = if opts.dedup {
@@ -75,9 +77,25 @@ pub(crate) fn build(
     } else {
         (0..n as u32).collect()
     };
-    let levels = node_levels(&rep, params);
+    let prior = prior.filter(|p| p.fits(vectors, params, n));
+    let carried = prior.and_then(|p| Some((p, p.carried(&rep)?)));
+    let mut levels = node_levels(&rep, params);
+    if let Some((p, c)) = &carried {
+        for &r in &c.nodes {
+            if let Some(level) = p.level_of(c, r) {
+                levels[r as usize] = level;
+            }
+        }
+    }
     let (dup_start, dup_rows) = duplicate_table(&rep);
-    let order: Vec<u32> = (0..n as u32).filter(|&i| rep[i as usize] == i).collect();
+    let order: Vec<u32> = (0..n as u32)
+        .filter(|&i| rep[i as usize] == i)
+        .filter(|&i| {
+            carried
+                .as_ref()
+                .is_none_or(|(_, c)| c.old[i as usize].is_none())
+        })
+        .collect();
     // The beam's codes: the caller's (already trained for its index file) or
     // trained here; either way only when they rank neighbours well enough.
     let trained = match given_sq8 {
@@ -86,7 +104,21 @@ pub(crate) fn build(
     };
     let beam_codes = beam_codes(vectors, params, opts, given_sq8, trained.as_ref());
     let state = layout(vectors, params, opts, &levels, beam_codes);
-    let (entry, max_level) = insert_all(&state, &levels, &order);
+    let (entry, max_level) = match &carried {
+        Some((p, c)) => {
+            p.link(&state, c);
+            insert_all(&state, &levels, c.entry, &order)
+        }
+        None => match order.split_first() {
+            Some((&first, rest)) => insert_all(
+                &state,
+                &levels,
+                (first, usize::from(levels[first as usize])),
+                rest,
+            ),
+            None => (0, 0),
+        },
+    };
     let BuildState {
         level0,
         upper,
@@ -266,16 +298,18 @@ fn layout<'a>(
     }
 }
 
-/// Insert the nodes of `order` (the first is the initial entry point) on
-/// every thread of the current rayon pool; returns the final entry point and
-/// top level.
-fn insert_all(state: &BuildState<'_>, levels: &[u8], order: &[u32]) -> (u32, u32) {
-    let Some(&first) = order.first() else {
-        return (0, 0);
-    };
+/// Insert the nodes of `order` on every thread of the current rayon pool,
+/// starting from `entry` (a node already placed, and its top level);
+/// returns the final entry point and top level.
+fn insert_all(
+    state: &BuildState<'_>,
+    levels: &[u8],
+    entry: (u32, usize),
+    order: &[u32],
+) -> (u32, u32) {
     let n = levels.len();
-    let global = Mutex::new((first, usize::from(levels[first as usize])));
-    let next = AtomicUsize::new(1);
+    let global = Mutex::new(entry);
+    let next = AtomicUsize::new(0);
     let threads = rayon::current_num_threads().max(1);
     rayon::scope(|s| {
         for _ in 0..threads {

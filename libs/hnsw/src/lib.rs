@@ -35,6 +35,7 @@ mod exact;
 mod format;
 mod insert;
 mod link;
+mod prior;
 mod repair;
 mod scorer;
 mod search;
@@ -48,6 +49,7 @@ pub use codes::{search_codes, search_codes_into, CodeQuery};
 pub use context::SearchContext;
 pub use exact::{exact_scan, quantized_scan, shortlisted_scan, ScanRows};
 pub use format::{FORMAT_VERSION, MAGIC, OLDEST_SUPPORTED_VERSION};
+pub use prior::Prior;
 pub use repair::unreachable_count;
 pub use search::{search, search_into, Query};
 pub use sq8::{
@@ -149,7 +151,7 @@ impl Graph {
     /// # Errors
     /// On a ragged matrix, `dim == 0`, more than `u32::MAX - 1` rows or bad parameters.
     pub fn build(vectors: &Vectors<'_>, params: &HnswParams) -> Result<Graph> {
-        build::build(vectors, params, &BuildOptions::default(), None)
+        build::build(vectors, params, &BuildOptions::default(), None, None)
     }
 
     /// [`Graph::build`] with explicit [`BuildOptions`].
@@ -161,7 +163,7 @@ impl Graph {
         params: &HnswParams,
         options: &BuildOptions,
     ) -> Result<Graph> {
-        build::build(vectors, params, options, None)
+        build::build(vectors, params, options, None, None)
     }
 
     /// [`Graph::build_with`] whose SQ8 construction beam (when
@@ -176,16 +178,30 @@ impl Graph {
         options: &BuildOptions,
         codes: &Sq8View<'_>,
     ) -> Result<Graph> {
-        let dim = vectors.dim;
-        if codes.dim() != dim || codes.len() * dim != vectors.data.len() {
-            return Err(Error::InvalidInput(format!(
-                "sq8 codes cover {} rows of dim {}, the vectors {} of dim {dim}",
-                codes.len(),
-                codes.dim(),
-                vectors.data.len() / dim.max(1)
-            )));
+        check_codes(vectors, codes)?;
+        build::build(vectors, params, options, Some(*codes), None)
+    }
+
+    /// [`Graph::build_with`] (with `codes` as in [`Graph::build_with_sq8`])
+    /// that starts from `prior`, an earlier graph over rows that became rows
+    /// of `vectors`: the links among surviving rows are kept (chosen again
+    /// for nodes that lost neighbours) and only the other rows are inserted.
+    /// A prior built with another dimension, `M` or space, or whose row map
+    /// does not fit, is ignored (a fresh build).
+    ///
+    /// # Errors
+    /// As [`Graph::build_with_sq8`].
+    pub fn build_from_prior(
+        vectors: &Vectors<'_>,
+        params: &HnswParams,
+        options: &BuildOptions,
+        codes: Option<&Sq8View<'_>>,
+        prior: &Prior<'_>,
+    ) -> Result<Graph> {
+        if let Some(codes) = codes {
+            check_codes(vectors, codes)?;
         }
-        build::build(vectors, params, options, Some(*codes))
+        build::build(vectors, params, options, codes.copied(), Some(prior))
     }
 
     /// Borrow the graph for search.
@@ -222,6 +238,20 @@ impl Graph {
     pub fn is_empty(&self) -> bool {
         self.n == 0
     }
+}
+
+/// Whether `codes` are SQ8 codes of every row of `vectors`.
+fn check_codes(vectors: &Vectors<'_>, codes: &Sq8View<'_>) -> Result<()> {
+    let dim = vectors.dim;
+    if codes.dim() != dim || codes.len() * dim != vectors.data.len() {
+        return Err(Error::InvalidInput(format!(
+            "sq8 codes cover {} rows of dim {}, the vectors {} of dim {dim}",
+            codes.len(),
+            codes.dim(),
+            vectors.data.len() / dim.max(1)
+        )));
+    }
+    Ok(())
 }
 
 impl<'a> GraphView<'a> {

@@ -83,7 +83,7 @@ impl BuildState<'_> {
         }
     }
 
-    fn pair(&self, a: u32, b: u32) -> f32 {
+    pub(crate) fn pair(&self, a: u32, b: u32) -> f32 {
         self.vectors.pair(self.k, a, b)
     }
 

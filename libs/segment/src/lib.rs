@@ -41,8 +41,8 @@ pub use scan_codes::{
     ScanCodes, SCAN_CODES_FROM_ROWS, SHORTLIST_FROM_ROWS, SHORTLIST_MIN_DIM,
 };
 pub use sealed::{
-    build_index, check_index, filter_rows, search_sealed, IndexParams, Quantization, SealedQuery,
-    DEFAULT_EF, MIN_GRAPH_ROWS,
+    build_index, build_index_from, check_index, filter_rows, search_sealed, IndexParams,
+    PriorIndex, Quantization, SealedQuery, DEFAULT_EF, MIN_GRAPH_ROWS,
 };
 pub use search::Neighbor;
 pub use writer::{SegmentMeta, SegmentWriter};

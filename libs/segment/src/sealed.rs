@@ -112,10 +112,34 @@ impl Default for IndexParams {
     }
 }
 
+/// An earlier segment's index to start a graph build from: a merge's
+/// input, with the merged row each of its rows became (`None`: dropped).
+#[derive(Debug, Clone, Copy)]
+pub struct PriorIndex<'a> {
+    /// The earlier segment's index file.
+    pub index: &'a IndexFile,
+    /// For each earlier row, its row in the segment being indexed.
+    pub rows: &'a [Option<u32>],
+}
+
 /// Builds the graph (on the current rayon pool) and SQ8 codes of `seg` and
 /// writes them as an index file at `path`; returns its size. Segments below
 /// `params.min_rows` get no index (`Ok(None)`).
 pub fn build_index(seg: &Segment, params: &IndexParams, path: &Path) -> Result<Option<u64>> {
+    build_index_from(seg, params, path, None)
+}
+
+/// [`build_index`] whose graph starts from `prior`'s where it has one that
+/// fits (same dimension, `M` and space): the links among its surviving
+/// rows are kept and only the other rows are inserted
+/// ([`eddy_hnsw::Graph::build_from_prior`]). A prior whose graph does not
+/// open or fit leaves a fresh build.
+pub fn build_index_from(
+    seg: &Segment,
+    params: &IndexParams,
+    path: &Path,
+    prior: Option<PriorIndex<'_>>,
+) -> Result<Option<u64>> {
     if seg.rows() < params.min_rows.max(1) {
         return Ok(None);
     }
@@ -137,14 +161,18 @@ pub fn build_index(seg: &Segment, params: &IndexParams, path: &Path) -> Result<O
     } else {
         None
     };
-    let graph = match &codes {
-        Some(c) => eddy_hnsw::Graph::build_with_sq8(
-            &vectors,
-            &params.hnsw,
-            &eddy_hnsw::BuildOptions::default(),
-            &Sq8View::from_codes(c),
-        ),
-        None => eddy_hnsw::Graph::build(&vectors, &params.hnsw),
+    let prior_graph = prior.and_then(|p| match graph_view(p.index) {
+        Some(Ok(view)) => Some(eddy_hnsw::Prior { view, rows: p.rows }),
+        _ => None,
+    });
+    let options = eddy_hnsw::BuildOptions::default();
+    let sq8 = codes.as_ref().map(Sq8View::from_codes);
+    let graph = match (&prior_graph, &sq8) {
+        (Some(p), sq8) => {
+            eddy_hnsw::Graph::build_from_prior(&vectors, &params.hnsw, &options, sq8.as_ref(), p)
+        }
+        (None, Some(c)) => eddy_hnsw::Graph::build_with_sq8(&vectors, &params.hnsw, &options, c),
+        (None, None) => eddy_hnsw::Graph::build(&vectors, &params.hnsw),
     }
     .map_err(|e| index_err("graph build", e.to_string()))?;
     let mut graph_bytes = Vec::new();

@@ -4,6 +4,7 @@
 
 mod exact;
 mod format;
+mod prior;
 mod scorers;
 mod search;
 

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::time::Instant;
 
 use eddy_manifest::Manifest;
-use eddy_segment::Segment;
+use eddy_segment::{IndexFile, PriorIndex, Segment};
 use tracing::{info, warn};
 
 use super::{Maintenance, MaintenanceError};
@@ -68,18 +68,39 @@ impl Maintenance {
     /// Builds segment `segment`'s graph and codes on the maintenance pool
     /// into a new index file; its name, or `None` below the graph
     /// threshold. Index builds and merges (before they publish) both write
-    /// through here.
+    /// through here; a merge passes `prior`, an input's index file and the
+    /// merged row each of that input's rows became, so the build keeps the
+    /// links among its surviving rows (an input whose index cannot be read
+    /// leaves a fresh build, logged).
     pub(super) fn write_index(
         &self,
         collection: &str,
         segment: &str,
+        prior: Option<(&str, &[Option<u32>])>,
     ) -> Result<Option<String>, MaintenanceError> {
         let seg = Segment::open(&self.store.fetch_segment(collection, segment)?)?;
+        let prior_index = prior.and_then(|(name, rows)| {
+            let opened = self
+                .store
+                .fetch_file(collection, name)
+                .map_err(MaintenanceError::from)
+                .and_then(|path| Ok(IndexFile::open(&path, rows.len(), seg.dim())?));
+            match opened {
+                Ok(index) => Some((index, rows)),
+                Err(e) => {
+                    warn!(collection, index = name, error = %e, "merge: the input's graph cannot be read; building afresh");
+                    None
+                }
+            }
+        });
+        let prior = prior_index
+            .as_ref()
+            .map(|(index, rows)| PriorIndex { index, rows });
         let name = self.store.new_index_name(segment);
         let path = self.store.index_path(collection, &name);
         let written = self
             .pool
-            .install(|| eddy_segment::build_index(&seg, &self.params, &path))?;
+            .install(|| eddy_segment::build_index_from(&seg, &self.params, &path, prior))?;
         Ok(written.map(|_| name))
     }
 
@@ -88,7 +109,7 @@ impl Maintenance {
         let mut lease = self
             .store
             .take_lease(collection, "index", self.write_lease, None)?;
-        let Some(name) = self.write_index(collection, segment)? else {
+        let Some(name) = self.write_index(collection, segment, None)? else {
             return Ok(Built::Superseded);
         };
         let path = self.store.index_path(collection, &name);

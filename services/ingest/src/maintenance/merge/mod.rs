@@ -244,8 +244,14 @@ impl Maintenance {
         let mut merged = write_merged(&self.store, def, manifest, inputs)?;
         // The graph is built before publishing, so the inputs (indexed,
         // mostly) are never replaced by a segment queries would scan until
-        // a later build.
-        merged.index = self.write_index(&def.name, &merged.id)?;
+        // a later build. It starts from the graph of the indexed input
+        // with the most surviving rows.
+        let prior = merged
+            .inputs
+            .iter()
+            .filter_map(|(entry, rows)| Some((entry.index.as_deref()?, rows.as_slice())))
+            .max_by_key(|(_, rows)| rows.iter().flatten().count());
+        merged.index = self.write_index(&def.name, &merged.id, prior)?;
         fail::fail_point!("merge::before_publish");
         lease.keep_for_publish(self.write_lease)?;
         Ok((publish_merged(&self.store, &def.name, &merged)?, merged))
