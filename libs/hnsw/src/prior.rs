@@ -71,12 +71,10 @@ impl Prior<'_> {
             .filter(|&r| old[r as usize].is_some())
             .collect();
         // The earlier entry when it survives, else the highest carried node.
-        let level_of =
-            |o: u32| (view.upper_start[o as usize + 1] - view.upper_start[o as usize]) as usize;
         let entry = match self.rows[view.entry as usize] {
-            Some(r) if old[r as usize] == Some(view.entry) => (r, level_of(view.entry)),
+            Some(r) if old[r as usize] == Some(view.entry) => (r, top_level(view, view.entry)),
             _ => {
-                let level = |r: u32| old[r as usize].map_or(0, level_of);
+                let level = |r: u32| old[r as usize].map_or(0, |o| top_level(view, o));
                 let &best = nodes
                     .iter()
                     .max_by_key(|&&r| (level(r), std::cmp::Reverse(r)))?;
@@ -88,9 +86,8 @@ impl Prior<'_> {
 
     /// A new row's levels: its earlier node's where carried.
     pub(crate) fn level_of(&self, carried: &Carried, row: u32) -> Option<u8> {
-        let o = carried.old[row as usize]? as usize;
-        let upper = self.view.upper_start[o + 1] - self.view.upper_start[o];
-        Some(upper.min(u32::from(u8::MAX)) as u8)
+        let o = carried.old[row as usize]?;
+        Some(top_level(&self.view, o).min(usize::from(u8::MAX)) as u8)
     }
 
     /// Writes every carried node's lists into `state`: its earlier links to
@@ -103,6 +100,11 @@ impl Prior<'_> {
                 relink.node(self, state, carried, r);
             });
     }
+}
+
+/// Earlier node `o`'s top level (the number of upper levels it is on).
+fn top_level(view: &GraphView<'_>, o: u32) -> usize {
+    (view.upper_start[o as usize + 1] - view.upper_start[o as usize]) as usize
 }
 
 /// One thread's buffers for [`Prior::link`].
@@ -125,8 +127,7 @@ impl Relink {
             let n = prior.rows[x as usize]?;
             (carried.old[n as usize] == Some(x)).then_some(n)
         };
-        let levels = (view.upper_start[o as usize + 1] - view.upper_start[o as usize]) as usize;
-        for l in 0..=levels {
+        for l in 0..=top_level(view, o) {
             let earlier = view.neighbors_at(o, l);
             self.ids.clear();
             self.ids.extend(earlier.iter().filter_map(|&x| as_new(x)));
@@ -163,14 +164,13 @@ impl Relink {
                 id,
             }));
             self.cands.sort_unstable_by(|a, b| b.cmp(a));
-            // The heuristic compares each candidate with every kept one: on
-            // the closest candidates only, keeping as many as an insertion
-            // picks (all of a list's candidates, ~270 at half deleted, cost
-            // more than inserting the node afresh).
+            // The heuristic compares each candidate with every kept one, so
+            // it runs on the closest 2 × capacity candidates only (all of
+            // them, ~270 at half deleted, cost more than inserting the node
+            // afresh).
             let cap = if l == 0 { 2 * state.m } else { state.m };
-            let keep = cap;
             self.cands.truncate(2 * cap);
-            state.select(&self.cands, keep, &mut self.picked, &mut self.pruned);
+            state.select(&self.cands, cap, &mut self.picked, &mut self.pruned);
             let length = earlier.len().min(cap);
             for c in &self.cands {
                 if self.picked.len() >= length {
