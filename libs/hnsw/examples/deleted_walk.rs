@@ -19,18 +19,19 @@
 //! cargo run --release -p eddy-hnsw --example deleted_walk -- ../shared/datasets/debian-minilm [--refused]
 //! ```
 
-use std::path::PathBuf;
+mod common;
+
 use std::time::Instant;
 
+use common::{deleted, exact_top, K};
 use eddy_hnsw::{
-    exact_scan, scan_sq8_codes, scan_sq8_shortlisted, search_into, search_sq8_into, Graph,
-    HnswParams, Query, ScanRows, SearchContext, Sq8View, Vectors,
+    scan_sq8_codes, scan_sq8_shortlisted, search_into, search_sq8_into, Graph, HnswParams, Query,
+    SearchContext, Sq8View, Vectors,
 };
 use eddy_model::Metric;
 use eddy_quant::binary::{BinaryConfig, BinaryQuantizer, QueryEncoding};
 use eddy_quant::sq8::{Sq8Config, Sq8Quantizer};
 
-const K: usize = 10;
 /// Candidates rescored exactly after an SQ8 walk or scan (the served
 /// default: 4 × k).
 const RESCORE: usize = 40;
@@ -40,32 +41,11 @@ const SHARES: [f64; 5] = [0.0, 0.25, 0.5, 0.75, 0.9];
 /// comparison.
 const REFUSED: [f64; 8] = [0.25, 0.5, 0.65, 0.75, 0.85, 0.9, 0.98, 0.995];
 
-/// Whether row `i` is deleted at `share`: a fixed pseudo-random order, so
-/// the rows deleted at 0.5 include those deleted at 0.25.
-fn deleted(i: usize, share: f64) -> bool {
-    let h = (i as u64 ^ 0x9E37_79B9_7F4A_7C15).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    let h = (h ^ (h >> 31)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    ((h >> 11) as f64 / (1u64 << 53) as f64) < share
-}
-
 /// The rows not deleted at `share`, of `rows`.
 fn kept_rows(rows: usize, share: f64) -> Vec<u32> {
     (0..rows)
         .filter(|&i| !deleted(i, share))
         .map(|i| i as u32)
-        .collect()
-}
-
-/// The exact top `K` rows among `rows` of each query.
-fn exact_top(all: &Vectors<'_>, queries: &[Vec<f32>], rows: &[u32]) -> Vec<Vec<u32>> {
-    queries
-        .iter()
-        .map(|q| {
-            exact_scan(all, q, K, ScanRows::Listed(rows))
-                .into_iter()
-                .map(|(r, _)| r)
-                .collect()
-        })
         .collect()
 }
 
@@ -86,28 +66,19 @@ fn measure(queries: &[Vec<f32>], truth: &[Vec<u32>], run: &mut Search<'_>) -> (f
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let dir = PathBuf::from(
-        std::env::args()
-            .nth(1)
-            .unwrap_or_else(|| "../shared/datasets/debian-minilm".into()),
-    );
-    let base = eddy_dataset::read_fvecs(&dir.join("base.fvecs"), None)?;
-    let queries = eddy_dataset::read_fvecs(&dir.join("queries-public.fvecs"), Some(1_000))?;
-    let dim = base.row(0).len();
-    let normalised = |v: &[f32]| {
-        let mut v = v.to_vec();
-        eddy_kernels::normalize(&mut v);
-        v
-    };
-    let data: Vec<f32> = base.iter().flat_map(normalised).collect();
-    let queries: Vec<Vec<f32>> = queries.iter().map(normalised).collect();
+    let common::Dataset {
+        data,
+        dim,
+        rows,
+        queries,
+    } = common::load()?;
     let all = Vectors::new(&data, dim, Metric::Cosine);
     let params = HnswParams::default();
     let t = Instant::now();
     let full = Graph::build(&all, &params)?;
     println!(
         "{} rows x {dim}, graph built in {:.1} s; {} queries, k={K}",
-        base.rows(),
+        rows,
         t.elapsed().as_secs_f64(),
         queries.len()
     );
@@ -135,7 +106,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &SHARES
     };
     for &share in deleted_shares {
-        let live = kept_rows(base.rows(), share);
+        let live = kept_rows(rows, share);
         let is_live = |r: u32| !deleted(r as usize, share);
         let truth = exact_top(&all, &queries, &live);
         // The live rows alone, renumbered, and their own graph.
@@ -199,7 +170,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let bits = BinaryQuantizer::train(&data, dim, &bit_config)?.encode_all(&data)?;
     println!("refused: SQ8 walk (ef 16) against scans of the accepted rows");
     for share in REFUSED {
-        let accepted = kept_rows(base.rows(), share);
+        let accepted = kept_rows(rows, share);
         let is_accepted = |r: u32| !deleted(r as usize, share);
         let truth = exact_top(&all, &queries, &accepted);
         let walked = measure(&queries, &truth, &mut |q, out| {

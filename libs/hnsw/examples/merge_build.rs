@@ -9,26 +9,19 @@
 //! cargo run --release -p eddy-hnsw --example merge_build -- ../shared/datasets/debian-minilm
 //! ```
 
-use std::path::PathBuf;
+mod common;
+
 use std::time::Instant;
 
+use common::{deleted, exact_top, K};
 use eddy_hnsw::{
-    exact_scan, search_into, BuildOptions, Graph, HnswParams, Prior, Query, ScanRows,
-    SearchContext, Vectors,
+    search_into, BuildOptions, Graph, HnswParams, Prior, Query, SearchContext, Vectors,
 };
 use eddy_model::Metric;
 
-const K: usize = 10;
 const EARLIER_ROWS: usize = 40_000;
 const SHARES: [f64; 4] = [0.1, 0.25, 0.5, 0.75];
 const EFS: [usize; 3] = [16, 32, 64];
-
-/// Whether row `i` is deleted at `share` (a fixed pseudo-random order).
-fn deleted(i: usize, share: f64) -> bool {
-    let h = (i as u64 ^ 0x9E37_79B9_7F4A_7C15).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    let h = (h ^ (h >> 31)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    ((h >> 11) as f64 / (1u64 << 53) as f64) < share
-}
 
 /// Recall@10 of `graph` over `vectors` at `ef`, against `truth`.
 fn recall(
@@ -54,31 +47,22 @@ fn recall(
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let dir = PathBuf::from(
-        std::env::args()
-            .nth(1)
-            .unwrap_or_else(|| "../shared/datasets/debian-minilm".into()),
-    );
-    let base = eddy_dataset::read_fvecs(&dir.join("base.fvecs"), None)?;
-    let queries = eddy_dataset::read_fvecs(&dir.join("queries-public.fvecs"), Some(1_000))?;
-    let dim = base.row(0).len();
-    let normalised = |v: &[f32]| {
-        let mut v = v.to_vec();
-        eddy_kernels::normalize(&mut v);
-        v
-    };
-    let data: Vec<f32> = base.iter().flat_map(normalised).collect();
-    let queries: Vec<Vec<f32>> = queries.iter().map(normalised).collect();
+    let common::Dataset {
+        data,
+        dim,
+        rows,
+        queries,
+    } = common::load()?;
     let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
     let params = HnswParams::default();
     let options = BuildOptions::default();
-    let earlier_rows = EARLIER_ROWS.min(base.rows());
+    let earlier_rows = EARLIER_ROWS.min(rows);
     let earlier_data = &data[..earlier_rows * dim];
     let earlier =
         pool.install(|| Graph::build(&Vectors::new(earlier_data, dim, Metric::Cosine), &params))?;
     println!(
         "earlier graph: {earlier_rows} rows; merged with the other {} rows; one thread",
-        base.rows() - earlier_rows
+        rows - earlier_rows
     );
     println!(
         "{:>8} {:>8} {:>10} {:>10} {:>6}  recall@10 fresh / from prior at ef {EFS:?}",
@@ -118,15 +102,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             continue;
         };
         let every = (0..(merged.len() / dim) as u32).collect::<Vec<_>>();
-        let truth: Vec<Vec<u32>> = queries
-            .iter()
-            .map(|q| {
-                exact_scan(&vectors, q, K, ScanRows::Listed(&every))
-                    .into_iter()
-                    .map(|(r, _)| r)
-                    .collect()
-            })
-            .collect();
+        let truth = exact_top(&vectors, &queries, &every);
         let recalls: Vec<String> = EFS
             .iter()
             .map(|&ef| {

@@ -28,7 +28,7 @@ use object_store::{
     PutOptions, PutPayload, WriteMultipart,
 };
 
-use super::s3_fetch::{download, Layout, Piece};
+use super::s3_fetch::{download, write_pieces, Layout, Piece};
 use super::{s3_config, Backend, Listed};
 use crate::store::unique_suffix;
 use crate::{Error, Result};
@@ -201,7 +201,7 @@ impl ObjectStore {
 /// ready polls in one turn), after which every tokio resource answers
 /// "pending" and wakes itself at once, and this wait would spin forever
 /// (`tests/s3.rs`, `a_large_fetch_from_inside_a_tokio_task_finishes`).
-fn wait<F: Future>(fut: F) -> F::Output {
+pub(super) fn wait<F: Future>(fut: F) -> F::Output {
     futures::executor::block_on(tokio::task::unconstrained(fut))
 }
 
@@ -456,7 +456,7 @@ impl ObjectStore {
     fn fetch_to(&self, key: &str, tmp: &Path) -> Result<()> {
         let path = self.key(key);
         let store = self.store.clone();
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<object_store::Result<Piece>>(16);
+        let (tx, rx) = tokio::sync::mpsc::channel::<object_store::Result<Piece>>(16);
         let (meta_tx, meta_rx) = tokio::sync::oneshot::channel::<object_store::Result<Layout>>();
         let rt = self
             .runtime
@@ -467,44 +467,6 @@ impl ObjectStore {
         let layout = wait(meta_rx)
             .map_err(|e| other(tmp, e))?
             .map_err(|e| other(&self.describe(key), e))?;
-        let file = File::create(tmp).map_err(Error::io(tmp))?;
-        let mut hashers = vec![crc32fast::Hasher::new(); layout.ranges.len()];
-        let mut received = vec![0u64; layout.ranges.len()];
-        while let Some(piece) = wait(rx.recv()) {
-            let piece = piece.map_err(|e| other(&self.describe(key), e))?;
-            let range = &layout.ranges[piece.range];
-            let at = range.start + received[piece.range];
-            if at + piece.bytes.len() as u64 > range.end {
-                return Err(Error::Corrupt {
-                    path: self.describe(key),
-                    reason: format!("the store sent more than bytes {range:?}"),
-                });
-            }
-            hashers[piece.range].update(&piece.bytes);
-            received[piece.range] += piece.bytes.len() as u64;
-            std::os::unix::fs::FileExt::write_all_at(&file, &piece.bytes, at)
-                .map_err(Error::io(tmp))?;
-        }
-        let got: u64 = received.iter().sum();
-        if got != layout.size {
-            return Err(Error::Corrupt {
-                path: self.describe(key),
-                reason: format!("fetched {got} bytes of {}", layout.size),
-            });
-        }
-        file.sync_all().map_err(Error::io(tmp))?;
-        let mut hashers = hashers.into_iter();
-        let mut whole = hashers.next().unwrap_or_default();
-        for hasher in hashers {
-            whole.combine(&hasher);
-        }
-        let crc = format!("{:08x}", whole.finalize());
-        match layout.crc {
-            Some(expected) if expected != crc => Err(Error::Corrupt {
-                path: self.describe(key),
-                reason: format!("fetched bytes have CRC32 {crc}, the object carries {expected}"),
-            }),
-            _ => Ok(()),
-        }
+        write_pieces(&layout, rx, tmp, &self.describe(key))
     }
 }

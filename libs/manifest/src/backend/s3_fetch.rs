@@ -1,7 +1,10 @@
 //! How the S3 backend downloads one object: the first ranged GET tells
 //! its size and CRC, the other ranges follow several at a time, and every
-//! body's bytes go to the caller, who writes and checks them.
+//! body's bytes go to the caller ([`download`]), who writes them at their
+//! offsets and checks them ([`write_pieces`]).
 
+use std::fs::File;
+use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -10,7 +13,8 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path as Key;
 use object_store::{Attribute, GetOptions, GetRange, ObjectStore as _};
 
-use super::s3::CRC_METADATA;
+use super::s3::{other, wait, CRC_METADATA};
+use crate::{Error, Result};
 
 /// Bytes asked for by one ranged GET of a fetch.
 pub(super) const RANGE_BYTES: u64 = 16 << 20;
@@ -123,5 +127,56 @@ pub(super) async fn download(
             .buffer_unordered(in_flight - 1)
             .try_for_each(|()| async { Ok(()) });
         let _ = futures::future::try_join(first, later).await;
+    }
+}
+
+/// Writes the pieces arriving on `pieces` into the new file `tmp` at their
+/// offsets in `layout`, fsyncs it, and checks that every byte came and
+/// that their CRC32 (each range hashed on its own, combined in order) is
+/// the one the object carries; `key` names the object in errors.
+pub(super) fn write_pieces(
+    layout: &Layout,
+    mut pieces: tokio::sync::mpsc::Receiver<object_store::Result<Piece>>,
+    tmp: &Path,
+    key: &Path,
+) -> Result<()> {
+    let file = File::create(tmp).map_err(Error::io(tmp))?;
+    let mut hashers = vec![crc32fast::Hasher::new(); layout.ranges.len()];
+    let mut received = vec![0u64; layout.ranges.len()];
+    while let Some(piece) = wait(pieces.recv()) {
+        let piece = piece.map_err(|e| other(key, e))?;
+        let range = &layout.ranges[piece.range];
+        let at = range.start + received[piece.range];
+        if at + piece.bytes.len() as u64 > range.end {
+            return Err(Error::Corrupt {
+                path: key.to_path_buf(),
+                reason: format!("the store sent more than bytes {range:?}"),
+            });
+        }
+        hashers[piece.range].update(&piece.bytes);
+        received[piece.range] += piece.bytes.len() as u64;
+        std::os::unix::fs::FileExt::write_all_at(&file, &piece.bytes, at)
+            .map_err(Error::io(tmp))?;
+    }
+    let got: u64 = received.iter().sum();
+    if got != layout.size {
+        return Err(Error::Corrupt {
+            path: key.to_path_buf(),
+            reason: format!("fetched {got} bytes of {}", layout.size),
+        });
+    }
+    file.sync_all().map_err(Error::io(tmp))?;
+    let mut hashers = hashers.into_iter();
+    let mut whole = hashers.next().unwrap_or_default();
+    for hasher in hashers {
+        whole.combine(&hasher);
+    }
+    let crc = format!("{:08x}", whole.finalize());
+    match &layout.crc {
+        Some(expected) if *expected != crc => Err(Error::Corrupt {
+            path: key.to_path_buf(),
+            reason: format!("fetched bytes have CRC32 {crc}, the object carries {expected}"),
+        }),
+        _ => Ok(()),
     }
 }
