@@ -47,14 +47,20 @@ print(time.strftime("%H:%M:%S"), "version", s["manifest_version"], "segments", s
       "with a graph", s["indexed_segments"], "tail rows", s["tail_rows"], "points", s["points"])'
 }
 # CPU seconds each process has used so far (eddy-ingest, eddy-query, the
-# broker, the load tool's own processes), to split a phase's two cores.
+# broker, the load tool), to split a phase's two cores. The load tool runs
+# as this script's child for one phase and has exited by the next sample,
+# so it is counted from the CPU time of this shell's finished children
+# (every `query` run, and the few small tools the script calls).
 tick=$(getconf CLK_TCK)
 cpu() {
-    for name in eddy-ingest eddy-query tansu eddy-loadtest; do
-        pgrep -x "$name" | while read -r pid; do
-            awk -v n="$name" -v t="$tick" '{printf "%s %.2f\n", n, ($14 + $15) / t}' "/proc/$pid/stat" 2>/dev/null
+    {
+        for name in eddy-ingest eddy-query tansu; do
+            pgrep -x "$name" | while read -r pid; do
+                awk -v n="$name" -v t="$tick" '{printf "%s %.2f\n", n, ($14 + $15) / t}' "/proc/$pid/stat" 2>/dev/null
+            done
         done
-    done | awk '{s[$1] += $2} END {for (n in s) printf "%s=%.2f ", n, s[n]; print ""}'
+        awk -v t="$tick" '{printf "eddy-loadtest %.2f\n", ($16 + $17) / t}' "/proc/$$/stat"
+    } | awk '{s[$1] += $2} END {for (n in s) printf "%s=%.2f ", n, s[n]; print ""}'
 }
 # Prints each process's CPU use between two `cpu` samples, in cores.
 cpu_delta() {
