@@ -321,6 +321,58 @@ mod tests {
         assert_eq!(latest.segments.len(), 2);
     }
 
+    /// A merge starts from the graph of its largest indexed input; when
+    /// that graph cannot be read (damaged on disk, or gone from the
+    /// store), the merge builds its graph afresh and publishes it instead
+    /// of failing (a merge that kept failing would leave the collection
+    /// unmerged for good).
+    #[test]
+    fn a_merge_whose_input_graph_cannot_be_read_builds_its_graph_afresh() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Store::open(dir.path()).expect("store");
+        store
+            .create_collection(&eddy_model::CollectionDef::new("c", 2))
+            .expect("collection");
+        seal(&store, 0..300);
+        seal(&store, 300..400);
+        seal(&store, 400..450);
+        settle(&maintenance(&store, "3600000"), &mut Progress::default());
+        let indexed = store.latest_manifest("c").expect("manifest");
+        let largest = indexed
+            .segments
+            .iter()
+            .max_by_key(|s| s.rows)
+            .expect("segments");
+        let name = largest
+            .index
+            .clone()
+            .expect("the largest input has a graph");
+        std::fs::write(store.index_path("c", &name), b"not an index").expect("damage");
+
+        let m = maintenance(&store, "1");
+        let mut progress = Progress::default();
+        settle(&m, &mut progress);
+        std::thread::sleep(Duration::from_millis(5));
+        settle(&m, &mut progress);
+        let latest = store.latest_manifest("c").expect("manifest");
+        assert_eq!(latest.segments.len(), 1, "{latest:?}");
+        let merged = &latest.segments[0];
+        assert_eq!(merged.rows, 450);
+        let index = merged.index.as_deref().expect("published with its graph");
+        let graph = eddy_segment::IndexFile::open(&store.index_path("c", index), 450, 2)
+            .expect("the merged graph opens");
+        let bytes = graph
+            .section(eddy_segment::IndexSection::Graph)
+            .expect("a graph section");
+        let view = eddy_hnsw::GraphView::from_bytes(bytes).expect("a valid graph");
+        assert_eq!(view.len() + view.duplicate_count(), 450);
+        let failed = m.metrics.merges.with_label_values(&["c", "failed"]).get();
+        assert_eq!(failed, 0, "the merge did not fail");
+        let (report, rows) = eddy_manifest::fsck(&store, "c").expect("fsck");
+        assert!(report.is_clean(), "{report:?}");
+        assert_eq!(rows.len(), 450);
+    }
+
     /// Under upserts a segment's live rows fall, so the tiers (by live
     /// rows) scatter and never fill while the graphs fill with deleted
     /// nodes, which a walk still visits (a query walked 2-3 times the nodes
