@@ -261,10 +261,7 @@ mod tests {
 
     /// A store with collection `c` holding one flat segment of 64 rows.
     fn store_with_a_flat_segment(dir: &std::path::Path) -> Store {
-        let store = Store::open(dir).expect("store");
-        store
-            .create_collection(&CollectionDef::new("c", 2))
-            .expect("collection");
+        let store = super::testing::store_with_collection(dir);
         super::testing::seal(&store, 0..64);
         store
     }
@@ -333,10 +330,7 @@ mod dropped_series_tests {
     #[test]
     fn the_pass_after_a_drop_removes_the_dropped_collections_gauges() {
         let dir = tempfile::tempdir().expect("tmp");
-        let store = Store::open(dir.path()).expect("store");
-        store
-            .create_collection(&CollectionDef::new("c", 2))
-            .expect("collection");
+        let store = testing::store_with_collection(dir.path());
         testing::seal(&store, 0..4);
         let m = testing::maintenance(&store, "3600000");
         let mut progress = Progress::default();

@@ -82,7 +82,6 @@ impl Maintenance {
 #[cfg(test)]
 mod tests {
     use eddy_filter::Filter;
-    use eddy_manifest::Store;
     use roaring::RoaringBitmap;
     use serde_json::json;
 
@@ -97,10 +96,7 @@ mod tests {
     #[test]
     fn an_altered_collection_gets_its_old_segments_indexed() {
         let dir = tempfile::tempdir().expect("tmp");
-        let store = Store::open(dir.path()).expect("store");
-        store
-            .create_collection(&CollectionDef::new("c", 2))
-            .expect("collection");
+        let store = crate::maintenance::testing::store_with_collection(dir.path());
         let payload = |id: u64| {
             let size = if id == 5 { json!("big") } else { json!(id) };
             json!({"kind": format!("k{}", id % 3), "size": size})

@@ -12,6 +12,16 @@ use super::{Maintenance, Progress};
 use crate::config::IngestConfig;
 use crate::metrics::IngestMetrics;
 
+/// A store in `dir` holding collection `c` (2 dimensions), which the
+/// other helpers seal into.
+pub(crate) fn store_with_collection(dir: &std::path::Path) -> Store {
+    let store = Store::open(dir).expect("store");
+    store
+        .create_collection(&eddy_model::CollectionDef::new("c", 2))
+        .expect("collection");
+    store
+}
+
 /// Seals rows `ids` of partition 0 (offsets = ids) as one flat segment.
 pub(crate) fn seal(store: &Store, ids: std::ops::Range<u64>) {
     seal_with(store, ids, |_| Vec::new());

@@ -263,16 +263,15 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::maintenance::testing::{maintenance, seal, seal_upserts, settle};
+    use crate::maintenance::testing::{
+        maintenance, seal, seal_upserts, settle, store_with_collection,
+    };
     use crate::maintenance::Progress;
 
     #[test]
     fn an_idle_collection_converges_to_one_indexed_segment() {
         let dir = tempfile::tempdir().expect("tmp");
-        let store = Store::open(dir.path()).expect("store");
-        store
-            .create_collection(&eddy_model::CollectionDef::new("c", 2))
-            .expect("collection");
+        let store = store_with_collection(dir.path());
         for s in 0..3u64 {
             seal(&store, s * 100..s * 100 + 100);
         }
@@ -329,10 +328,7 @@ mod tests {
     #[test]
     fn a_merge_whose_input_graph_cannot_be_read_builds_its_graph_afresh() {
         let dir = tempfile::tempdir().expect("tmp");
-        let store = Store::open(dir.path()).expect("store");
-        store
-            .create_collection(&eddy_model::CollectionDef::new("c", 2))
-            .expect("collection");
+        let store = store_with_collection(dir.path());
         seal(&store, 0..300);
         seal(&store, 300..400);
         seal(&store, 400..450);
@@ -383,10 +379,7 @@ mod tests {
     #[test]
     fn mostly_deleted_segments_are_compacted_while_ingest_is_busy() {
         let dir = tempfile::tempdir().expect("tmp");
-        let store = Store::open(dir.path()).expect("store");
-        store
-            .create_collection(&eddy_model::CollectionDef::new("c", 2))
-            .expect("collection");
+        let store = store_with_collection(dir.path());
         seal(&store, 0..4_000);
         seal(&store, 4_000..5_000);
         // Upserts replace three quarters of the first segment, then the

@@ -134,18 +134,14 @@ fn smallest_within(mut candidates: Vec<(u64, &str)>, count: usize, max_rows: u64
 
 #[cfg(test)]
 mod tests {
-    use eddy_manifest::Store;
 
     use super::*;
-    use crate::maintenance::testing::seal;
+    use crate::maintenance::testing::{seal, store_with_collection};
 
     #[test]
     fn idle_merges_take_the_smallest_segments_that_fit_the_cap() {
         let dir = tempfile::tempdir().expect("tmp");
-        let store = Store::open(dir.path()).expect("store");
-        store
-            .create_collection(&eddy_model::CollectionDef::new("c", 2))
-            .expect("collection");
+        let store = store_with_collection(dir.path());
         seal(&store, 0..300);
         seal(&store, 300..400);
         seal(&store, 400..450);
