@@ -10,7 +10,7 @@
 //! (deleted, or shadowed by the tail: a search lists the accepted rows
 //! either way), the SQ8 walk at `ef` 16 against the two scans a mostly
 //! refused segment may be searched with instead: the accepted rows' SQ8
-//! codes, and their sign bits first with the nearest sixteenth ranked
+//! codes, and their sign bits first with the nearest thirty-second ranked
 //! again by SQ8 ([`eddy_hnsw::scan_sq8_shortlisted`]); `--refused` runs
 //! that part alone. Recall@10 is against the exact scan of the live (or
 //! accepted) rows.
@@ -162,7 +162,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     // Rows refused (deleted, or shadowed by the tail) listed or not, the
     // accepted ones are what a scan reads: their SQ8 codes, or their sign
-    // bits first with the nearest sixteenth ranked again by SQ8.
+    // bits first with the nearest thirty-second ranked again by SQ8 (as
+    // `eddy_segment::scan_shortlist_depth`).
     let bit_config = BinaryConfig {
         query: QueryEncoding::Symmetric,
         ..BinaryConfig::default()
@@ -182,7 +183,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let scanned = measure(&queries, &truth, &mut |q, out| {
             *out = scan_sq8_codes(&all, &codes, q, K, RESCORE, Some(&accepted), &is_accepted);
         });
-        let shortlist = (accepted.len() / 16).max(K * 40);
+        let shortlist = (accepted.len() / 32).max(K * 40);
         let shortlisted = measure(&queries, &truth, &mut |q, out| {
             *out = scan_sq8_shortlisted(
                 &all,
