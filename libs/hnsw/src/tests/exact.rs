@@ -319,3 +319,23 @@ fn the_nearest_accepted_rows_are_all_those_below_a_distance() {
         }
     }
 }
+
+/// Every width, fixed or not, gathers the listed rows' words in list
+/// order, as copying each row's slice does.
+#[test]
+fn gathered_codes_are_the_listed_rows_in_order_at_every_width() {
+    for words in [1, 2, 3, 4, 6, 8, 12, 16, 24, 25] {
+        let rows = 50;
+        let all: Vec<u64> = (0..(rows * words) as u64)
+            .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+            .collect();
+        let ids: Vec<u32> = (0..rows as u32).rev().step_by(3).collect();
+        let mut to = vec![0; ids.len() * words];
+        gather_codes(&all, &ids, words, &mut to);
+        let want: Vec<u64> = ids
+            .iter()
+            .flat_map(|&r| all[r as usize * words..(r as usize + 1) * words].to_vec())
+            .collect();
+        assert_eq!(to, want, "{words} words");
+    }
+}
