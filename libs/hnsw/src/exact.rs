@@ -206,26 +206,23 @@ pub(crate) fn nearest_listed(
 /// made every row's copy a `memmove` call (1.2 % of eddy-query's CPU
 /// beside a 2,000/s writer, by `perf`).
 pub(crate) fn gather_codes(all: &[u64], ids: &[u32], words: usize, to: &mut [u64]) {
-    fn fixed<const W: usize>(all: &[u64], ids: &[u32], to: &mut [u64]) {
-        for (&row, to) in ids.iter().zip(to.chunks_exact_mut(W)) {
-            let at = row as usize * W;
-            to.copy_from_slice(&all[at..at + W]);
+    /// Inlined into each arm below, where `words` is a constant.
+    #[inline(always)]
+    fn copy_rows(all: &[u64], ids: &[u32], words: usize, to: &mut [u64]) {
+        for (&row, to) in ids.iter().zip(to.chunks_exact_mut(words)) {
+            let at = row as usize * words;
+            to.copy_from_slice(&all[at..at + words]);
         }
     }
     match words {
-        2 => fixed::<2>(all, ids, to),
-        4 => fixed::<4>(all, ids, to),
-        6 => fixed::<6>(all, ids, to),
-        8 => fixed::<8>(all, ids, to),
-        12 => fixed::<12>(all, ids, to),
-        16 => fixed::<16>(all, ids, to),
-        24 => fixed::<24>(all, ids, to),
-        _ => {
-            for (&row, to) in ids.iter().zip(to.chunks_exact_mut(words)) {
-                let at = row as usize * words;
-                to.copy_from_slice(&all[at..at + words]);
-            }
-        }
+        2 => copy_rows(all, ids, 2, to),
+        4 => copy_rows(all, ids, 4, to),
+        6 => copy_rows(all, ids, 6, to),
+        8 => copy_rows(all, ids, 8, to),
+        12 => copy_rows(all, ids, 12, to),
+        16 => copy_rows(all, ids, 16, to),
+        24 => copy_rows(all, ids, 24, to),
+        _ => copy_rows(all, ids, words, to),
     }
 }
 

@@ -134,7 +134,6 @@ fn smallest_within(mut candidates: Vec<(u64, &str)>, count: usize, max_rows: u64
 
 #[cfg(test)]
 mod tests {
-
     use super::*;
     use crate::maintenance::testing::{seal, store_with_collection};
 
