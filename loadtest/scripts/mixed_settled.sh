@@ -4,7 +4,8 @@
 # workers read-only, with a writer upserting the base at a fixed rate in
 # Arrow batches, and read-only again right after the writer stops. The
 # collection's segments, graphs and tail are printed between phases and
-# sampled every 2 s during the writer (into $OUT/status.log).
+# sampled every 2 s during the writer and the phase after it (into
+# $OUT/status.log).
 #
 # The suite's mixed phases are 5 s each and follow one another, so their
 # read-only reference is measured while ingest catches up; this measures
@@ -105,7 +106,7 @@ profile 12 readonly
 query --duration 15
 c1=$(cpu); cpu_delta "$c0" "$c1" $((SECONDS - t0))
 profile_report readonly
-( end=$((SECONDS + mixed_s + 5)); while [ $SECONDS -lt $end ]; do status; sleep 2; done ) \
+( end=$((SECONDS + mixed_s + 20)); while [ $SECONDS -lt $end ]; do status; sleep 2; done ) \
     > "$out/status.log" 2>&1 &
 echo "with a writer at $rate events/s (batches of $batch):"
 c0=$(cpu); t0=$SECONDS

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Queries while the tail re-upserts a whole collection: the demo's services
 # on a dataset, sealed and indexed, then the first REUPSERT ids published
-# once more (flat out, protobuf), held in the tail by a long seal age, and
-# 4 closed-loop HTTP workers read-only at ef 16 for 20 s. Every sealed row
-# of a re-upserted id is shadowed by the tail until the next seal (a
-# re-embedding job, a replay), so a graph whose ids were all re-upserted
-# refuses every node a walk visits. Recall is against the dataset's ground
+# once more (flat out, protobuf), held in the tail by a long seal age (and
+# no seal once events stop), and 4 closed-loop HTTP workers read-only at
+# ef 16 for 20 s. Every sealed row of a re-upserted id is shadowed by the
+# tail until the next seal (a re-embedding job, a replay), so a graph whose
+# ids were all re-upserted refuses every node a walk visits. Recall is against the dataset's ground
 # truth (the re-upserted vectors are the same), so it compares runs.
 #
 # Usage: loadtest/scripts/reupserts.sh [LABEL]
@@ -27,7 +27,7 @@ limit=()
 
 # shellcheck source=loadtest/scripts/demo_services.sh
 source "$(dirname "${BASH_SOURCE[0]}")/demo_services.sh"
-EDDY_SEAL_ROWS=1000000 EDDY_SEAL_AGE_MS=${SEAL_AGE_MS:-120000} \
+EDDY_SEAL_ROWS=1000000 EDDY_SEAL_AGE_MS=${SEAL_AGE_MS:-120000} EDDY_SEAL_QUIET_MS=0 \
     start_demo "$out" "$bin/eddy-loadtest" "$dataset"
 # Prints "segments N with a graph M tail T points P".
 status() {

@@ -205,6 +205,7 @@ fn main() {
         max_bytes: 256 << 20,
         max_age: Duration::from_secs(10),
         write_lease: Duration::from_secs(600),
+        quiet: None,
     };
     let mut state = CollectionState::new(def, store, policy, metrics).expect("state");
     state

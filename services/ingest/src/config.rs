@@ -34,6 +34,13 @@ pub struct IngestConfig {
     #[arg(long, env = "EDDY_SEAL_AGE_MS", default_value_t = 10_000)]
     pub seal_age_ms: u64,
 
+    /// Seal the growing buffer once no event has arrived for this long (ms)
+    /// and it holds enough rows for a graph (`--min-graph-rows`), so rows
+    /// published in a burst get their graph seconds after it ends instead of
+    /// being scanned by every query until `--seal-age-ms` (0 = never).
+    #[arg(long, env = "EDDY_SEAL_QUIET_MS", default_value_t = 1_000)]
+    pub seal_quiet_ms: u64,
+
     /// How segment and index files are written: `direct` (`O_DIRECT`,
     /// bypassing the page cache, which a file fsynced before it is published
     /// gains nothing from; falls back to buffered where the filesystem
@@ -158,6 +165,20 @@ pub struct SealPolicy {
     pub max_age: Duration,
     /// Lease on the files a seal writes until it publishes them.
     pub write_lease: Duration,
+    /// Sealing once events stop arriving (`None`: only at the limits above).
+    pub quiet: Option<QuietSeal>,
+}
+
+/// Sealing a buffer early once its events stop arriving: a burst's rows are
+/// otherwise scanned by every query until the buffer's age limit, while a
+/// sealed segment gets its graph.
+#[derive(Debug, Clone, Copy)]
+pub struct QuietSeal {
+    /// How long no event has arrived.
+    pub after: Duration,
+    /// The fewest live rows worth sealing early: below this a segment gets no
+    /// graph, and scanning it costs a query what scanning the buffer does.
+    pub min_rows: usize,
 }
 
 impl IngestConfig {
@@ -198,6 +219,10 @@ impl IngestConfig {
             max_bytes: self.seal_bytes.max(1),
             max_age: Duration::from_millis(self.seal_age_ms),
             write_lease: self.write_lease(),
+            quiet: (self.seal_quiet_ms > 0).then(|| QuietSeal {
+                after: Duration::from_millis(self.seal_quiet_ms),
+                min_rows: self.min_graph_rows.max(1),
+            }),
         }
     }
 
@@ -256,6 +281,12 @@ mod tests {
         assert_eq!(config.group_id("docs"), "g.docs");
         assert_eq!(config.seal_policy().max_rows, 50_000);
         assert_eq!(config.seal_policy().max_age, Duration::from_secs(10));
+        let quiet = config
+            .seal_policy()
+            .quiet
+            .expect("quiet seals on by default");
+        assert_eq!(quiet.after, Duration::from_secs(1));
+        assert_eq!(quiet.min_rows, eddy_segment::MIN_GRAPH_ROWS);
         assert_eq!(config.merge_policy().min_segments, 4);
         assert_eq!(config.index_params().hnsw.m, 16);
         let gc = config.gc_schedule().expect("gc on by default");
@@ -266,8 +297,15 @@ mod tests {
             config.kafka().expect("no protected property").brokers(),
             "127.0.0.1:9092"
         );
-        let off = IngestConfig::parse_from(["eddy-ingest", "--gc-interval-ms", "0"]);
+        let off = IngestConfig::parse_from([
+            "eddy-ingest",
+            "--gc-interval-ms",
+            "0",
+            "--seal-quiet-ms",
+            "0",
+        ]);
         assert!(off.gc_schedule().is_none());
+        assert!(off.seal_policy().quiet.is_none());
     }
 
     #[test]

@@ -37,7 +37,7 @@ use std::sync::Arc;
 use prometheus::Registry;
 use tracing::{error, info};
 
-pub use config::{IngestConfig, SealPolicy};
+pub use config::{IngestConfig, QuietSeal, SealPolicy};
 pub use error::{Error, Result};
 pub use metrics::IngestMetrics;
 pub use resume::resume_partition;

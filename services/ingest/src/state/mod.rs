@@ -65,6 +65,8 @@ pub struct CollectionState {
     id_rows: IdRows,
     /// When the first event of the current buffer arrived.
     first_event: Option<Instant>,
+    /// When the newest event arrived (for a quiet buffer's early seal).
+    last_event: Option<Instant>,
     /// The seal under way: a frozen buffer being written, then published.
     in_flight: Option<seal::InFlight>,
     /// Whether the topic's compaction explains gaps in its offsets.
@@ -100,6 +102,7 @@ impl CollectionState {
             manifest,
             id_rows,
             first_event: None,
+            last_event: None,
             in_flight: None,
             gaps: Gaps::Refused,
             progress: BTreeMap::new(),
@@ -255,7 +258,7 @@ impl CollectionState {
                 deletes,
                 conflicts,
             } => {
-                self.first_event.get_or_insert_with(Instant::now);
+                self.note_event();
                 self.count_event("upsert", upserts);
                 self.count_event("delete", deletes);
                 if conflicts > 0 {
@@ -276,7 +279,7 @@ impl CollectionState {
                 Applied::Done
             }
             Outcome::Rejected(rejection) => {
-                self.first_event.get_or_insert_with(Instant::now);
+                self.note_event();
                 warn!(collection = %self.def.name, partition, offset, reason = rejection.reason.as_str(), detail = %rejection.detail, "event rejected");
                 self.reject(rejection.reason);
                 Applied::Rejected(rejection)
@@ -286,6 +289,14 @@ impl CollectionState {
                 Applied::Stopped(partition)
             }
         }
+    }
+
+    /// Dates an event taken into the buffer (the buffer's age starts at
+    /// its first).
+    fn note_event(&mut self) {
+        let now = Instant::now();
+        self.first_event.get_or_insert(now);
+        self.last_event = Some(now);
     }
 
     fn count_event(&self, outcome: &str, n: usize) {
@@ -308,14 +319,23 @@ impl CollectionState {
             .inc();
     }
 
-    /// Whether the buffer reached a seal limit (rows, bytes or age).
+    /// Whether the buffer reached a seal limit (rows, bytes or age), or its
+    /// events stopped arriving while it holds rows enough for a graph.
     pub fn should_seal(&self) -> bool {
         let Some(first) = self.first_event else {
             return false;
         };
-        self.buffer.live_rows() >= self.policy.max_rows
+        let rows = self.buffer.live_rows();
+        let quiet = self.policy.quiet.is_some_and(|quiet| {
+            rows >= quiet.min_rows
+                && self
+                    .last_event
+                    .is_some_and(|last| last.elapsed() >= quiet.after)
+        });
+        rows >= self.policy.max_rows
             || self.buffer.approx_bytes() >= self.policy.max_bytes
             || first.elapsed() >= self.policy.max_age
+            || quiet
     }
 
     /// Whether anything consumed is not yet covered by a manifest.
@@ -372,5 +392,89 @@ pub(crate) fn test_record(value: &[u8], partition: u32, offset: i64) -> Record<'
         partition,
         offset,
         timestamp_ms: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use eddy_manifest::Store;
+    use eddy_model::CollectionDef;
+    use prometheus::Registry;
+
+    use super::{test_record, Applied, CollectionState};
+    use crate::config::{QuietSeal, SealPolicy};
+    use crate::metrics::IngestMetrics;
+
+    /// A state owning partition 0 of a new collection in `dir`, whose
+    /// buffer reaches no row, byte or age limit in a test.
+    fn state(dir: &std::path::Path, quiet: Option<QuietSeal>) -> CollectionState {
+        let store = Store::open(dir).expect("store");
+        let def = CollectionDef::new("c", 2);
+        store.create_collection(&def).expect("collection");
+        let metrics = IngestMetrics::new(&Registry::new()).expect("metrics");
+        let policy = SealPolicy {
+            max_rows: 1_000,
+            max_bytes: 1 << 20,
+            max_age: Duration::from_secs(3600),
+            write_lease: Duration::from_secs(60),
+            quiet,
+        };
+        let mut state = CollectionState::new(def, store, policy, metrics).expect("state");
+        state
+            .assign(&[0], &BTreeMap::from([(0, 0)]))
+            .expect("assign");
+        state
+    }
+
+    fn apply_ids(state: &mut CollectionState, ids: std::ops::Range<i64>) {
+        for id in ids {
+            let event = format!(r#"{{"id": {id}, "vector": [1, {id}]}}"#);
+            assert_eq!(
+                state.apply(test_record(event.as_bytes(), 0, id)),
+                Applied::Done
+            );
+        }
+    }
+
+    /// A buffer whose events stopped arriving is sealed once it holds enough
+    /// rows for a graph, long before its age limit; a smaller one waits.
+    #[test]
+    fn a_quiet_buffer_with_rows_for_a_graph_seals_early() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let quiet = QuietSeal {
+            after: Duration::ZERO,
+            min_rows: 3,
+        };
+        let mut state = state(dir.path(), Some(quiet));
+        assert!(!state.should_seal(), "an empty buffer never seals");
+        apply_ids(&mut state, 0..2);
+        assert!(!state.should_seal(), "too few rows to seal early");
+        apply_ids(&mut state, 2..3);
+        assert!(state.should_seal(), "quiet, with rows for a graph");
+        let sealed = state.seal().expect("seal").expect("progress");
+        assert_eq!(sealed.committed, BTreeMap::from([(0, 3)]));
+        assert!(!state.should_seal(), "the new buffer is empty");
+    }
+
+    /// Events still arriving, or the early seal turned off, leave the buffer
+    /// to its limits.
+    #[test]
+    fn a_buffer_still_receiving_or_without_quiet_seals_waits_for_its_limits() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let quiet = QuietSeal {
+            after: Duration::from_secs(3600),
+            min_rows: 1,
+        };
+        let mut state = state(dir.path(), Some(quiet));
+        apply_ids(&mut state, 0..5);
+        assert!(!state.should_seal(), "an event arrived within the hour");
+
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut state = super::tests::state(dir.path(), None);
+        apply_ids(&mut state, 0..5);
+        assert!(!state.should_seal(), "no quiet seals");
     }
 }

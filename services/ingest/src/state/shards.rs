@@ -234,6 +234,7 @@ mod tests {
             max_bytes: 1 << 20,
             max_age: Duration::from_secs(60),
             write_lease: Duration::from_secs(60),
+            quiet: None,
         };
         let mut states = ShardStates::new(def, &store, policy, &metrics).expect("state");
         let starts = states

@@ -125,6 +125,7 @@ mod tests {
             max_bytes: 1 << 20,
             max_age: Duration::from_secs(60),
             write_lease: Duration::from_secs(60),
+            quiet: None,
         };
         let state = CollectionState::new(def, store, policy, metrics.clone()).expect("state");
         (state, metrics)

@@ -257,7 +257,10 @@ async fn a_stopped_worker_resumed_after_its_partitions_moved_doubles_nothing() {
     let store = Store::open(&store_dir).expect("store");
     let (log_a, log_b) = (dir.path().join("a.log"), dir.path().join("b.log"));
     let mut spec_a = IngestSpec::small(&store_dir, &brokers, TOPIC, "fence-a");
-    spec_a.set("seal-age-ms", "3000").set("seal-rows", "100000");
+    spec_a
+        .set("seal-age-ms", "3000")
+        .set("seal-quiet-ms", "0")
+        .set("seal-rows", "100000");
     let mut a = spec_a.spawn(&log_a);
     wait_assigned(&mut a, &log_a, 1).await;
     let events = workload(300, 5, &mut rng);
