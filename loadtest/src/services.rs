@@ -332,7 +332,7 @@ pub async fn wait_indexed(
 
 /// Waits, after [`wait_indexed`], until the collection is served as one
 /// indexed segment: eddy-ingest merges an idle collection's segments into
-/// one (`--merge-idle-ms`, 30 s by default), and a benchmark that starts
+/// one (`--merge-idle-ms`, 10 s by default), and a benchmark that starts
 /// before that merge measures it too (two cores building a graph) and then
 /// a different collection. Returns the state at `timeout` if it never gets
 /// there (e.g. segments above `--merge-max-rows`), so the caller can say so.

@@ -52,7 +52,7 @@ const COUNT_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long the suite waits for the graphs.
 const INDEX_TIMEOUT: Duration = Duration::from_secs(1800);
 /// How long the suite waits, once indexed, for the idle merge to leave one
-/// segment (eddy-ingest's default idle time is 30 s).
+/// segment (eddy-ingest's default idle time is 10 s).
 const CONVERGE_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// Which peers run beside eddy.

@@ -119,7 +119,7 @@ fn ingest(r: &SuiteReport) -> Section {
     t.row(vec![
         "then merged while idle, the workloads start, after".into(),
         format!(
-            "{:.1} s ({} segment{}; eddy-ingest merges an idle collection after 30 s)",
+            "{:.1} s ({} segment{}; eddy-ingest merges an idle collection after 10 s)",
             i.converged_after_s,
             i.converged_segments,
             if i.converged_segments == 1 { "" } else { "s" }

@@ -37,7 +37,7 @@ impl Default for MergePolicy {
             max_rows: 2_000_000,
             tier_factor: 4,
             deleted_share: Some(0.5),
-            idle: Some(Duration::from_secs(30)),
+            idle: Some(Duration::from_secs(10)),
         }
     }
 }
