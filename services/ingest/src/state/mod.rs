@@ -380,6 +380,33 @@ impl CollectionState {
     }
 }
 
+/// Seal limits no test reaches unless it means to, for tests.
+#[cfg(test)]
+pub(crate) fn test_policy() -> crate::config::SealPolicy {
+    crate::config::SealPolicy {
+        max_rows: 1_000,
+        max_bytes: 1 << 20,
+        max_age: std::time::Duration::from_secs(60),
+        write_lease: std::time::Duration::from_secs(60),
+        quiet: None,
+    }
+}
+
+/// The state of a new 2-dimension collection `c` in a store at `dir`, and
+/// its metrics, for tests.
+#[cfg(test)]
+pub(crate) fn test_state(
+    dir: &std::path::Path,
+    policy: crate::config::SealPolicy,
+) -> (CollectionState, IngestMetrics) {
+    let store = Store::open(dir).expect("store");
+    let def = CollectionDef::new("c", 2);
+    store.create_collection(&def).expect("collection");
+    let metrics = IngestMetrics::new(&prometheus::Registry::new()).expect("metrics");
+    let state = CollectionState::new(def, store, policy, metrics.clone()).expect("state");
+    (state, metrics)
+}
+
 /// A record of a JSON event `value` at `partition`/`offset`, for tests.
 #[cfg(test)]
 pub(crate) fn test_record(value: &[u8], partition: u32, offset: i64) -> Record<'_> {
@@ -400,29 +427,18 @@ mod tests {
     use std::collections::BTreeMap;
     use std::time::Duration;
 
-    use eddy_manifest::Store;
-    use eddy_model::CollectionDef;
-    use prometheus::Registry;
-
-    use super::{test_record, Applied, CollectionState};
+    use super::{test_policy, test_record, test_state, Applied, CollectionState};
     use crate::config::{QuietSeal, SealPolicy};
-    use crate::metrics::IngestMetrics;
 
     /// A state owning partition 0 of a new collection in `dir`, whose
     /// buffer reaches no row, byte or age limit in a test.
     fn state(dir: &std::path::Path, quiet: Option<QuietSeal>) -> CollectionState {
-        let store = Store::open(dir).expect("store");
-        let def = CollectionDef::new("c", 2);
-        store.create_collection(&def).expect("collection");
-        let metrics = IngestMetrics::new(&Registry::new()).expect("metrics");
         let policy = SealPolicy {
-            max_rows: 1_000,
-            max_bytes: 1 << 20,
             max_age: Duration::from_secs(3600),
-            write_lease: Duration::from_secs(60),
             quiet,
+            ..test_policy()
         };
-        let mut state = CollectionState::new(def, store, policy, metrics).expect("state");
+        let (mut state, _) = test_state(dir, policy);
         state
             .assign(&[0], &BTreeMap::from([(0, 0)]))
             .expect("assign");

@@ -210,12 +210,10 @@ impl ShardStates {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use prometheus::Registry;
 
     use super::*;
-    use crate::state::test_record;
+    use crate::state::{test_policy, test_record};
 
     /// Each partition's events are sealed into its shard's chain, which
     /// records its partitions' offsets and owners and no other's.
@@ -229,13 +227,7 @@ mod tests {
         };
         store.create_collection(&def).expect("collection");
         let metrics = IngestMetrics::new(&Registry::new()).expect("metrics");
-        let policy = SealPolicy {
-            max_rows: 1_000,
-            max_bytes: 1 << 20,
-            max_age: Duration::from_secs(60),
-            write_lease: Duration::from_secs(60),
-            quiet: None,
-        };
+        let policy = test_policy();
         let mut states = ShardStates::new(def, &store, policy, &metrics).expect("state");
         let starts = states
             .assign(

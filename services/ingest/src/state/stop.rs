@@ -104,31 +104,14 @@ pub(crate) fn now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
-    use std::time::Duration;
 
     use eddy_kafka::Gaps;
-    use eddy_manifest::Store;
-    use eddy_model::CollectionDef;
-    use prometheus::Registry;
 
-    use crate::config::SealPolicy;
     use crate::metrics::IngestMetrics;
-    use crate::state::{test_record, Applied, CollectionState};
+    use crate::state::{test_policy, test_record, test_state, Applied, CollectionState};
 
     fn state(dir: &std::path::Path) -> (CollectionState, IngestMetrics) {
-        let store = Store::open(dir).expect("store");
-        let def = CollectionDef::new("c", 2);
-        store.create_collection(&def).expect("collection");
-        let metrics = IngestMetrics::new(&Registry::new()).expect("metrics");
-        let policy = SealPolicy {
-            max_rows: 1_000,
-            max_bytes: 1 << 20,
-            max_age: Duration::from_secs(60),
-            write_lease: Duration::from_secs(60),
-            quiet: None,
-        };
-        let state = CollectionState::new(def, store, policy, metrics.clone()).expect("state");
-        (state, metrics)
+        test_state(dir, test_policy())
     }
 
     #[test]
