@@ -5,8 +5,9 @@
 # no seal once events stop), and 4 closed-loop HTTP workers read-only at
 # ef 16 for 20 s. Every sealed row of a re-upserted id is shadowed by the
 # tail until the next seal (a re-embedding job, a replay), so a graph whose
-# ids were all re-upserted refuses every node a walk visits. Recall is against the dataset's ground
-# truth (the re-upserted vectors are the same), so it compares runs.
+# ids were all re-upserted refuses every node a walk visits. Recall is
+# against the dataset's ground truth (the re-upserted vectors are the
+# same), so it compares runs.
 #
 # Usage: loadtest/scripts/reupserts.sh [LABEL]
 # Environment: DATASET (../shared/datasets/debian-minilm), REUPSERT (every

@@ -432,7 +432,7 @@ mod tests {
 
     /// A state owning partition 0 of a new collection in `dir`, whose
     /// buffer reaches no row, byte or age limit in a test.
-    fn state(dir: &std::path::Path, quiet: Option<QuietSeal>) -> CollectionState {
+    fn owning_partition_0(dir: &std::path::Path, quiet: Option<QuietSeal>) -> CollectionState {
         let policy = SealPolicy {
             max_age: Duration::from_secs(3600),
             quiet,
@@ -464,7 +464,7 @@ mod tests {
             after: Duration::ZERO,
             min_rows: 3,
         };
-        let mut state = state(dir.path(), Some(quiet));
+        let mut state = owning_partition_0(dir.path(), Some(quiet));
         assert!(!state.should_seal(), "an empty buffer never seals");
         apply_ids(&mut state, 0..2);
         assert!(!state.should_seal(), "too few rows to seal early");
@@ -484,12 +484,12 @@ mod tests {
             after: Duration::from_secs(3600),
             min_rows: 1,
         };
-        let mut state = state(dir.path(), Some(quiet));
+        let mut state = owning_partition_0(dir.path(), Some(quiet));
         apply_ids(&mut state, 0..5);
         assert!(!state.should_seal(), "an event arrived within the hour");
 
         let dir = tempfile::tempdir().expect("tmp");
-        let mut state = super::tests::state(dir.path(), None);
+        let mut state = owning_partition_0(dir.path(), None);
         apply_ids(&mut state, 0..5);
         assert!(!state.should_seal(), "no quiet seals");
     }
