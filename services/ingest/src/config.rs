@@ -131,8 +131,9 @@ pub struct IngestConfig {
     #[arg(long, env = "EDDY_MERGE_IDLE_MS", default_value_t = 10_000)]
     pub merge_idle_ms: u64,
 
-    /// How often the maintenance thread looks for unindexed segments when
-    /// idle (ms).
+    /// How often the maintenance thread looks for work when idle (ms): for
+    /// segments other processes sealed, and whether an idle merge is due.
+    /// A seal (any manifest) this process publishes wakes it at once.
     #[arg(long, env = "EDDY_INDEX_POLL_MS", default_value_t = 500)]
     pub index_poll_ms: u64,
 

@@ -14,6 +14,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use eddy_model::CollectionDef;
 use roaring::RoaringBitmap;
@@ -23,8 +24,10 @@ use crate::backend::{Backend, LocalDir, ObjectStore, StoreLocation};
 use crate::cache::CacheBound;
 use crate::envelope::{COLLECTION_FORMAT, MANIFEST_FORMAT};
 use crate::{deletes, Error, Manifest, Result};
+use publishes::Publishes;
 
 mod files;
+mod publishes;
 
 pub use files::FETCH_STREAMS;
 
@@ -49,6 +52,8 @@ pub struct Store {
     uploaded: Arc<Mutex<HashSet<String>>>,
     /// The byte bound on the local cache of an object store.
     cache: Option<Arc<CacheBound>>,
+    /// The manifests this process published through any clone.
+    publishes: Arc<Publishes>,
 }
 
 static UNIQUE: AtomicU64 = AtomicU64::new(0);
@@ -108,6 +113,7 @@ impl Store {
             backend: Arc::new(backend),
             uploaded: Arc::default(),
             cache: None,
+            publishes: Arc::default(),
         })
     }
 
@@ -139,6 +145,7 @@ impl Store {
                     backend: Arc::new(backend),
                     uploaded: Arc::default(),
                     cache: Some(Arc::new(CacheBound::scan(cache, u64::MAX))),
+                    publishes: Arc::default(),
                 })
             }
         }
@@ -278,6 +285,7 @@ impl Store {
         let key = manifest_key(&manifest.collection, manifest.version);
         let bytes = MANIFEST_FORMAT.encode(&self.backend.describe(&key), manifest)?;
         if self.backend.create(&key, &bytes)? {
+            self.publishes.note();
             Ok(())
         } else {
             Err(Error::Conflict {
@@ -285,6 +293,20 @@ impl Store {
                 version: manifest.version,
             })
         }
+    }
+
+    /// How many manifests this process has published through this store
+    /// (any clone): pass it to [`Store::wait_for_publish`].
+    pub fn publishes(&self) -> u64 {
+        self.publishes.count()
+    }
+
+    /// Waits until this process publishes a manifest after the count `seen`
+    /// ([`Store::publishes`]) or `timeout` elapses; returns the count then.
+    /// A loop that looks for work after each publish (maintenance after a
+    /// seal) waits here instead of sleeping out a poll interval.
+    pub fn wait_for_publish(&self, seen: u64, timeout: Duration) -> u64 {
+        self.publishes.wait_past(seen, timeout)
     }
 
     /// A fresh segment id and the local path to write it at (uploaded when a

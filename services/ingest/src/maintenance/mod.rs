@@ -51,6 +51,8 @@ use supervised::{run_supervised, Backoff};
 
 /// Name of the maintenance thread.
 const THREAD_NAME: &str = "eddy-maintenance";
+/// The longest the idle loop waits before it looks at its stop flag.
+const STOP_CHECK: Duration = Duration::from_secs(1);
 
 /// The maintenance thread's settings and handles.
 pub(crate) struct Maintenance {
@@ -60,7 +62,8 @@ pub(crate) struct Maintenance {
     /// The pool that builds segment indexes (`--index-threads`).
     pool: rayon::ThreadPool,
     metrics: IngestMetrics,
-    /// Sleep between passes that found nothing to do.
+    /// The longest wait after a pass that found nothing to do (a manifest
+    /// this process publishes ends it sooner).
     poll: Duration,
     merge: MergePolicy,
     /// Garbage collection of old manifests and unreferenced files (None = off).
@@ -152,13 +155,25 @@ impl Maintenance {
         );
     }
 
-    /// Runs passes until `stop` is set, sleeping after a pass that found
-    /// nothing to do.
+    /// Runs passes until `stop` is set. After a pass that found nothing to
+    /// do it waits for the next manifest this process publishes (a seal:
+    /// its segment's graph is built at once) or for `--index-poll-ms`
+    /// (segments other processes sealed, idle merges), whichever comes
+    /// first, looking at `stop` at least every `STOP_CHECK`.
     pub(crate) fn run(&self, stop: &AtomicBool) {
         let mut progress = Progress::default();
         while !stop.load(Ordering::Relaxed) {
+            let seen = self.store.publishes();
             if !self.pass(&mut progress, stop) {
-                std::thread::sleep(self.poll);
+                let until = Instant::now() + self.poll;
+                while !stop.load(Ordering::Relaxed) {
+                    let left = until.saturating_duration_since(Instant::now());
+                    if left.is_zero()
+                        || self.store.wait_for_publish(seen, left.min(STOP_CHECK)) > seen
+                    {
+                        break;
+                    }
+                }
             }
         }
     }
@@ -302,6 +317,81 @@ mod tests {
         });
         assert_eq!(metrics.maintenance_restarts.get(), 1);
         scenario.teardown();
+    }
+}
+
+#[cfg(test)]
+mod wake_tests {
+    use std::time::Duration;
+
+    use clap::Parser as _;
+
+    use super::*;
+
+    /// Whether segment `nth` of `c`'s latest manifest has an index.
+    fn indexed(store: &Store, nth: usize) -> bool {
+        store
+            .latest_manifest("c")
+            .expect("latest")
+            .segments
+            .get(nth)
+            .is_some_and(|s| s.index.is_some())
+    }
+
+    /// Sets the flag when dropped, so a failed assertion stops the loop
+    /// instead of leaving the test waiting for it.
+    struct StopOnDrop<'a>(&'a AtomicBool);
+
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Waits (bounded) until segment `nth` of `c` is indexed.
+    fn wait_indexed(store: &Store, nth: usize) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !indexed(store, nth) {
+            assert!(
+                Instant::now() < deadline,
+                "segment {nth} never got its index: the idle loop slept through its seal"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// A loop that found nothing to do sleeps for `--index-poll-ms`, but a
+    /// manifest published meanwhile in this process (a seal) wakes it: the
+    /// poll interval here is an hour, so the second segment is indexed only
+    /// if the seal woke the loop.
+    #[test]
+    fn a_seal_wakes_the_idle_loop_before_its_poll_interval() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = testing::store_with_collection(dir.path());
+        testing::seal(&store, 0..64);
+        let config = IngestConfig::parse_from([
+            "eddy-ingest",
+            "--min-graph-rows",
+            "8",
+            "--index-poll-ms",
+            "3600000",
+            "--gc-interval-ms",
+            "0",
+            "--merge-idle-ms",
+            "0",
+        ]);
+        let metrics = IngestMetrics::new(&prometheus::Registry::new()).expect("metrics");
+        let maintenance = Maintenance::new(&config, store.clone(), metrics).expect("new");
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| maintenance.run(&stop));
+            let _stop = StopOnDrop(&stop);
+            wait_indexed(&store, 0);
+            // The pass after the build finds nothing due and the loop waits.
+            std::thread::sleep(Duration::from_millis(50));
+            testing::seal(&store, 64..128);
+            wait_indexed(&store, 1);
+        });
     }
 }
 
