@@ -39,7 +39,7 @@ import json, sys
 s = json.load(sys.stdin)["status"]
 print(s["segments"], s["indexed_segments"], s["tail_rows"])'
 }
-for _ in $(seq 1 150); do [ "$(state)" = "1 1 0" ] && break; sleep 2; done
+wait_settled
 echo "== $label, settled: $(state) (segments, with a graph, tail rows)"
 
 tick=$(getconf CLK_TCK)

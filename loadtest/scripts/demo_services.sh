@@ -24,3 +24,23 @@ start_demo() {
     flight=$(grep -o "grpc://127.0.0.1:[0-9]*" "$out/demo.log" | head -1 | sed 's|grpc://||')
     kafka=$(grep "  Kafka " "$out/demo.log" | grep -o "127.0.0.1:[0-9]*")
 }
+
+# Waits until collection `demo` is one indexed segment with an empty tail
+# (the demo returns once every segment has its graph; the idle merge,
+# `--merge-idle-ms`, folds them after), or its manifest has not moved for
+# 90 s (a collection above `--merge-max-rows` stays several segments), at
+# most 5 minutes. Needs `http` (set by start_demo).
+wait_settled() {
+    local last="" same=0 line version segments indexed tail
+    for _ in $(seq 1 150); do
+        line=$(curl -s "http://$http/v1/collections/demo" | python3 -c '
+import json, sys
+s = json.load(sys.stdin)["status"]
+print(s["manifest_version"], s["segments"], s["indexed_segments"], s["tail_rows"])') || true
+        read -r version segments indexed tail <<< "$line" || true
+        [ "$segments" = 1 ] && [ "$indexed" = 1 ] && [ "$tail" = 0 ] && return 0
+        if [ "$version" = "$last" ]; then same=$((same + 2)); else same=0; last=$version; fi
+        [ "$same" -ge 90 ] && return 0
+        sleep 2
+    done
+}

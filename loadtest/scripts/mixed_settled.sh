@@ -98,26 +98,7 @@ query() {
         --workers "$workers" --ef "$ef" "$@" 2>&1 | grep -E "^http|^background"
 }
 
-# The demo returns once every segment has its graph; an idle merge
-# (`--merge-idle-ms`, 10 s) then folds them, and a read-only reference
-# measured while it builds is low. Wait until the collection is one
-# indexed segment, or its manifest has not moved for 30 s (a collection
-# above `--merge-max-rows` stays several), at most 5 minutes.
-wait_settled() {
-    local last="" same=0 line version segments indexed tail
-    for _ in $(seq 1 150); do
-        line=$(curl -s "$status_url" | python3 -c '
-import json, sys
-s = json.load(sys.stdin)["status"]
-print(s["manifest_version"], s["segments"], s["indexed_segments"], s["tail_rows"])') || true
-        read -r version segments indexed tail <<< "$line" || true
-        [ "$segments" = 1 ] && [ "$indexed" = 1 ] && [ "$tail" = 0 ] && return 0
-        if [ "$version" = "$last" ]; then same=$((same + 2)); else same=0; last=$version; fi
-        [ "$same" -ge 30 ] && return 0
-        sleep 2
-    done
-}
-
+# A read-only reference measured while the idle merge builds is low.
 echo "== $label"
 wait_settled
 status

@@ -56,9 +56,8 @@ mod tests {
     fn a_waiter_wakes_on_a_publish_not_its_timeout() {
         let publishes = Arc::new(Publishes::default());
         let seen = publishes.count();
-        let notifier = Arc::clone(&publishes);
-        let waiter =
-            std::thread::spawn(move || notifier.wait_past(seen, Duration::from_secs(3600)));
+        let waiting = Arc::clone(&publishes);
+        let waiter = std::thread::spawn(move || waiting.wait_past(seen, Duration::from_secs(3600)));
         publishes.note();
         assert_eq!(waiter.join().expect("waiter"), seen + 1);
     }

@@ -165,15 +165,19 @@ impl Maintenance {
         while !stop.load(Ordering::Relaxed) {
             let seen = self.store.publishes();
             if !self.pass(&mut progress, stop) {
-                let until = Instant::now() + self.poll;
-                while !stop.load(Ordering::Relaxed) {
-                    let left = until.saturating_duration_since(Instant::now());
-                    if left.is_zero()
-                        || self.store.wait_for_publish(seen, left.min(STOP_CHECK)) > seen
-                    {
-                        break;
-                    }
-                }
+                self.wait_idle(seen, stop);
+            }
+        }
+    }
+
+    /// Waits until this process publishes a manifest after the count
+    /// `seen`, `poll` elapses or `stop` is set (looked at every `STOP_CHECK`).
+    fn wait_idle(&self, seen: u64, stop: &AtomicBool) {
+        let until = Instant::now() + self.poll;
+        while !stop.load(Ordering::Relaxed) {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() || self.store.wait_for_publish(seen, left.min(STOP_CHECK)) > seen {
+                return;
             }
         }
     }
