@@ -166,7 +166,7 @@ pub unsafe fn l2sq(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// Bytes ahead of the current row that the block scans prefetch.
-const SCAN_PREFETCH_DISTANCE: usize = 4096;
+pub(super) const SCAN_PREFETCH_DISTANCE: usize = 4096;
 
 /// Prefetch `len` bytes starting `SCAN_PREFETCH_DISTANCE` past `p`. Prefetches
 /// never fault, so addresses past the end of the block are harmless; the

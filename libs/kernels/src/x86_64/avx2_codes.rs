@@ -6,7 +6,7 @@
 
 use core::arch::x86_64::*;
 
-use super::avx2::{hsum_epi32, hsum_epi64, prefetch_ahead};
+use super::avx2::{hsum_epi32, hsum_epi64, prefetch_ahead, SCAN_PREFETCH_DISTANCE};
 use crate::scalar;
 
 /// Per-byte popcount of `v` (Muła's nibble lookup), summed into four u64 lanes.
@@ -171,9 +171,54 @@ pub unsafe fn dot_u8_u4(query: &[u8], codes: &[u8]) -> u32 {
 /// and for byte rows `query.len() <= 65536`.
 #[target_feature(enable = "avx2,fma,popcnt")]
 pub unsafe fn hamming_block(query: &[u64], block: &[u64], out: &mut [u32]) {
-    for (row, o) in block.chunks_exact(query.len()).zip(out) {
-        prefetch_ahead(row.as_ptr().cast(), row.len() * 8);
-        *o = hamming(query, row);
+    match query.len() {
+        1 => short_rows_hamming::<1>(query, block, out),
+        2 => short_rows_hamming::<2>(query, block, out),
+        3 => short_rows_hamming::<3>(query, block, out),
+        4 => short_rows_hamming::<4>(query, block, out),
+        5 => short_rows_hamming::<5>(query, block, out),
+        6 => short_rows_hamming::<6>(query, block, out),
+        7 => short_rows_hamming::<7>(query, block, out),
+        8 => short_rows_hamming::<8>(query, block, out),
+        12 => short_rows_hamming::<12>(query, block, out),
+        _ => {
+            for (row, o) in block.chunks_exact(query.len()).zip(out) {
+                prefetch_ahead(row.as_ptr().cast(), row.len() * 8);
+                *o = hamming(query, row);
+            }
+        }
+    }
+}
+
+/// [`hamming_block`] for rows of `N` words (up to 512 bits: the sign bits
+/// of up to 512 dimensions): the query held in registers, each row's words
+/// unrolled into POPCNTs, and one prefetch per cache line instead of one per
+/// row (a generic row loop spends more on its bookkeeping than on the
+/// few POPCNTs of a short row).
+///
+/// # Safety
+/// The CPU must support the target features enabled on this function;
+/// `query.len() == N` and `block.len() == out.len() * N`.
+#[inline]
+#[target_feature(enable = "avx2,fma,popcnt")]
+unsafe fn short_rows_hamming<const N: usize>(query: &[u64], block: &[u64], out: &mut [u32]) {
+    let Ok(q) = <&[u64; N]>::try_from(query) else {
+        return;
+    };
+    let (rows, _) = block.as_chunks::<N>();
+    let base = block.as_ptr().cast::<i8>();
+    let mut next_line = 0;
+    for (r, (row, o)) in rows.iter().zip(out).enumerate() {
+        let end = (r + 1) * N * 8;
+        while next_line < end {
+            _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(next_line + SCAN_PREFETCH_DISTANCE));
+            next_line += 64;
+        }
+        let mut sum = 0;
+        for j in 0..N {
+            sum += (row[j] ^ q[j]).count_ones();
+        }
+        *o = sum;
     }
 }
 

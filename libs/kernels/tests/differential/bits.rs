@@ -31,6 +31,34 @@ fn bit_kernels_bit_exact() {
     }
 }
 
+/// Block Hamming over every row width up to 20 words (the widths with a
+/// kernel of their own among them) and row counts from none to many cache
+/// lines, against the scalar pair kernel row by row.
+#[test]
+fn hamming_block_bit_exact_for_every_short_row_width() {
+    let mut r = rng(7);
+    for words in 1..=20usize {
+        let query: Vec<u64> = (0..words).map(|_| r.random()).collect();
+        for rows in [0usize, 1, 2, 5, 63, 130] {
+            let block: Vec<u64> = (0..words * rows).map(|_| r.random()).collect();
+            let want: Vec<u32> = block
+                .chunks_exact(words)
+                .map(|row| scalar::hamming(&query, row))
+                .collect();
+            for k in backends() {
+                let mut out = vec![u32::MAX; rows];
+                k.hamming_block(&query, &block, &mut out);
+                assert_eq!(
+                    out,
+                    want,
+                    "hamming_block {} words={words} rows={rows}",
+                    k.name()
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn pq_and_u4_bit_exact() {
     let mut r = rng(5);
