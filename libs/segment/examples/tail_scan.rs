@@ -95,7 +95,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("sq8/20".into(), Box::new(move |q: &[f32]| scan(q, 20))),
         ("sq8/40".into(), Box::new(move |q: &[f32]| scan(q, 40))),
     ];
-    for depth in [rows / 32, rows / 16, rows / 8] {
+    for depth in [400, 640, 1_000, rows / 32] {
         variants.push((
             format!("bits/{depth}+sq8/40"),
             Box::new(move |q: &[f32]| shortlist(q, depth)),
