@@ -320,6 +320,74 @@ fn the_nearest_accepted_rows_are_all_those_below_a_distance() {
     }
 }
 
+/// The selection written plainly: buckets from the nearest, as many as
+/// hold the rows still wanted, their accepted rows in row order, again
+/// while `accept` turns rows away.
+fn plain_nearest_accepted(
+    distances: &[u32],
+    max_distance: usize,
+    count: usize,
+    accept: &dyn Fn(u32) -> bool,
+) -> Vec<u32> {
+    let cap = max_distance as u32 + 1;
+    let mut histogram = vec![0usize; cap as usize + 1];
+    for &d in distances {
+        histogram[d.min(cap) as usize] += 1;
+    }
+    let (mut taken, mut from) = (Vec::new(), 0u32);
+    while taken.len() < count && from <= cap {
+        let (mut to, mut rows) = (from, 0);
+        while to <= cap && rows < count - taken.len() {
+            rows += histogram[to as usize];
+            to += 1;
+        }
+        for (row, &d) in distances.iter().enumerate() {
+            if (from..to).contains(&d.min(cap)) && accept(row as u32) {
+                taken.push(row as u32);
+            }
+        }
+        from = to;
+    }
+    taken
+}
+
+/// On many rows the first stop comes from a sample of the distances; the
+/// rows taken, and their order, are those of the plain selection, with
+/// Hamming-like distances (most rows near half the bits) and narrow
+/// spreads, whatever `accept` turns away.
+#[test]
+fn the_sampled_selection_takes_what_the_plain_one_does() {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for round in 0..24 {
+        let rows = 4_096 + (next() % 40_000) as usize;
+        let words = 1 + (next() % 6) as usize;
+        let max_distance = words * 64;
+        let narrow = round % 3 == 2;
+        let distances: Vec<u32> = (0..rows)
+            .map(|_| {
+                if narrow {
+                    (next() % 5) as u32
+                } else {
+                    (0..words).map(|_| next().count_ones()).sum::<u32>() / 2 + (next() % 4) as u32
+                }
+            })
+            .collect();
+        let refuse_every = (next() % 4) as u32;
+        let accept = |r: u32| refuse_every == 0 || r % (refuse_every + 1) != 1;
+        for count in [1, 40, 400, 640, rows / 5] {
+            let got = nearest_accepted(&distances, max_distance, count, &accept);
+            let want = plain_nearest_accepted(&distances, max_distance, count, &accept);
+            assert_eq!(got, want, "round {round} rows {rows} count {count}");
+        }
+    }
+}
+
 /// Every width, fixed or not, gathers the listed rows' words in list
 /// order, as copying each row's slice does.
 #[test]
