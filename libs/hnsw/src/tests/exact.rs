@@ -58,6 +58,17 @@ fn block_and_listed_scans_match_brute_force() {
     }
 }
 
+/// A xorshift64 stream from `seed`: test data that is the same every run.
+fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut state = seed;
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
+}
+
 /// With a shortlist as long as the rows, the coarse pass drops nothing
 /// and the answer is the fine codes' scan; with a short one, the answer
 /// still holds accepted rows only, with exact scores.
@@ -65,14 +76,9 @@ fn block_and_listed_scans_match_brute_force() {
 fn a_shortlist_of_every_row_answers_as_the_fine_scan() {
     use eddy_quant::binary::{BinaryConfig, BinaryQuantizer, QueryEncoding};
     let (dim, rows) = (32, 500);
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = xorshift(0x9E37_79B9_7F4A_7C15);
     let d: Vec<f32> = (0..rows * dim)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % 10_007) as f32 / 5_000.0 - 1.0
-        })
+        .map(|_| (next() % 10_007) as f32 / 5_000.0 - 1.0)
         .collect();
     let query: Vec<f32> = d[7 * dim..8 * dim].iter().map(|x| x * 0.9 + 0.01).collect();
     let v = Vectors::new(&d, dim, Metric::L2);
@@ -282,13 +288,7 @@ fn scans_of_nothing_are_empty() {
 /// the last distance taken are all kept), each row once.
 #[test]
 fn the_nearest_accepted_rows_are_all_those_below_a_distance() {
-    let mut state = 0x2545_F491_4F6C_DD1Du64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = xorshift(0x2545_F491_4F6C_DD1D);
     for round in 0..40 {
         let rows = 1 + (next() % 3_000) as usize;
         let max_distance = 8 + (next() % 400) as usize;
@@ -357,13 +357,7 @@ fn plain_nearest_accepted(
 /// spreads, whatever `accept` turns away.
 #[test]
 fn the_sampled_selection_takes_what_the_plain_one_does() {
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = xorshift(0x9E37_79B9_7F4A_7C15);
     for round in 0..24 {
         let rows = 4_096 + (next() % 40_000) as usize;
         let words = 1 + (next() % 6) as usize;
