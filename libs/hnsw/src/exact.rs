@@ -118,43 +118,150 @@ pub fn shortlisted_scan<F: CodeScorer>(
     keep: usize,
     accept: &dyn Fn(u32) -> bool,
 ) -> Vec<(u32, f32)> {
-    if k == 0 || vectors.dim == 0 || query.len() != vectors.dim {
-        return Vec::new();
-    }
-    let rows = vectors.rows();
-    let matches = coarse.len() == rows
-        && fine.len() == rows
-        && coarse.dim() == vectors.dim
-        && fine.dim() == vectors.dim;
-    let (code, fine_query) = match (coarse.prepare(query), fine.prepare(query)) {
-        (Ok(BinaryQuery::Symmetric(c)), Ok(f)) if matches => (c, f),
-        _ => return quantized_scan(fine, vectors, query, k, keep, accept),
+    let source = ShortlistSource {
+        coarse,
+        fine,
+        vectors: *vectors,
+        accept,
     };
+    shortlisted_scan_many(&[source], query, k, shortlist, keep)
+        .pop()
+        .unwrap_or_default()
+}
+
+/// One source of rows without a graph for [`shortlisted_scan_many`] (the
+/// query tail, a sealed segment waiting for its graph): the sign bits and
+/// finer codes of its rows, its vectors, and which of its rows a search
+/// may return.
+#[derive(Clone, Copy)]
+pub struct ShortlistSource<'a, F> {
+    /// Sign bits of every row.
+    pub coarse: &'a BinaryCodes,
+    /// Finer codes (SQ8) of every row.
+    pub fine: &'a F,
+    /// The rows themselves, for the exact rescoring.
+    pub vectors: Vectors<'a>,
+    /// The rows that may be returned (live, not shadowed).
+    pub accept: &'a dyn Fn(u32) -> bool,
+}
+
+impl<F> std::fmt::Debug for ShortlistSource<'_, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShortlistSource")
+            .field("rows", &self.vectors.rows())
+            .finish_non_exhaustive()
+    }
+}
+
+/// [`shortlisted_scan`] over several sources as if they were one: one
+/// shortlist of the `shortlist` rows nearest by Hamming distance among all
+/// of them (each source's rows against the query encoded by its own sign
+/// bits), one best `keep` by fine code, rescored exactly. How much of the
+/// exact top `k` a shortlist holds depends on its length, not on how many
+/// rows it is drawn from, so a tail and a seal waiting for its graph need
+/// one shortlist between them, not one each. Returns, per source, the
+/// rows of the overall top `k` it holds, `(row within the source, exact
+/// score)` best first. A source whose codes do not match its vectors, or
+/// that cannot prepare the query symmetrically, is scanned alone
+/// ([`quantized_scan`] of its fine codes).
+pub fn shortlisted_scan_many<F: CodeScorer>(
+    sources: &[ShortlistSource<'_, F>],
+    query: &[f32],
+    k: usize,
+    shortlist: usize,
+    keep: usize,
+) -> Vec<Vec<(u32, f32)>> {
+    let mut out = vec![Vec::new(); sources.len()];
+    if k == 0 || query.is_empty() {
+        return out;
+    }
+    // The sources scanned together: index, first row in the joint
+    // numbering, the query's sign bits and fine codes.
+    let mut joint = Vec::with_capacity(sources.len());
+    let mut rows = 0usize;
+    for (i, s) in sources.iter().enumerate() {
+        let v = &s.vectors;
+        if v.dim == 0 || query.len() != v.dim {
+            continue;
+        }
+        let matches = s.coarse.len() == v.rows()
+            && s.fine.len() == v.rows()
+            && s.coarse.dim() == v.dim
+            && s.fine.dim() == v.dim;
+        match (s.coarse.prepare(query), s.fine.prepare(query)) {
+            (Ok(BinaryQuery::Symmetric(code)), Ok(fine)) if matches => {
+                joint.push((i, rows, code, fine));
+                rows += v.rows();
+            }
+            _ => out[i] = quantized_scan(s.fine, v, query, k, keep, s.accept),
+        }
+    }
+    let words = joint.first().map_or(0, |j| j.2.len());
+    let apart = joint.iter().any(|j| j.2.len() != words) || u32::try_from(rows).is_err();
+    if apart && joint.len() > 1 {
+        // Sign bits of different widths rank on different scales (and the
+        // joint numbering must fit a row id): each source alone.
+        for &(i, ..) in &joint {
+            let alone = shortlisted_scan_many(&sources[i..=i], query, k, shortlist, keep);
+            out[i] = alone.into_iter().next().unwrap_or_default();
+        }
+        return out;
+    }
+    if joint.is_empty() {
+        return out;
+    }
+    // The source holding joint row `r`: the last one starting at or before it.
+    let source_of = |r: u32| joint.partition_point(|j| j.1 <= r as usize) - 1;
     let short = DISTANCES.with_borrow_mut(|distances| {
         // Every entry is overwritten: a buffer kept per thread is neither
         // zeroed nor faulted in again per query.
         distances.resize(rows, 0);
-        coarse.hamming_all(&code, distances);
-        nearest_accepted(
-            distances,
-            code.len() * 64,
-            shortlist.max(keep).max(k),
-            accept,
-        )
+        for &(i, first, ref code, _) in &joint {
+            let n = sources[i].vectors.rows();
+            sources[i]
+                .coarse
+                .hamming_all(code, &mut distances[first..first + n]);
+        }
+        nearest_accepted(distances, words * 64, shortlist.max(keep).max(k), &|r| {
+            let j = &joint[source_of(r)];
+            (sources[j.0].accept)(r - j.1 as u32)
+        })
     });
     /// Rows ahead whose fine codes are fetched while one is scored.
     const AHEAD: usize = 8;
     let mut best = TopK::new(keep.max(k));
-    for (i, &row) in short.iter().enumerate() {
-        if let Some(&ahead) = short.get(i + AHEAD) {
-            fine.prefetch(ahead as usize);
+    for (n, &r) in short.iter().enumerate() {
+        if let Some(&ahead) = short.get(n + AHEAD) {
+            let j = &joint[source_of(ahead)];
+            sources[j.0].fine.prefetch(ahead as usize - j.1);
         }
-        let score = fine.score(&fine_query, row as usize);
+        let j = &joint[source_of(r)];
+        let score = sources[j.0].fine.score(&j.3, r as usize - j.1);
         if score > best.threshold() {
-            best.push(row, score);
+            best.push(r, score);
         }
     }
-    best.rescored(vectors, query, k)
+    // Rescored exactly, source by source; the overall top `k` handed back
+    // to the sources holding them.
+    let kept = best.into_sorted();
+    let mut hits: Vec<(usize, u32, f32)> = Vec::with_capacity(kept.len());
+    for (j, &(i, first, ..)) in joint.iter().enumerate() {
+        let listed: Vec<u32> = kept
+            .iter()
+            .filter(|&&(r, _)| source_of(r) == j)
+            .map(|&(r, _)| r - first as u32)
+            .collect();
+        if !listed.is_empty() {
+            let found = exact_scan(&sources[i].vectors, query, k, ScanRows::Listed(&listed));
+            hits.extend(found.into_iter().map(|(row, score)| (j, row, score)));
+        }
+    }
+    hits.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
+    hits.truncate(k);
+    for (j, row, score) in hits {
+        out[joint[j].0].push((row, score));
+    }
+    out
 }
 
 thread_local! {

@@ -47,7 +47,9 @@ mod walk;
 pub use build::BuildOptions;
 pub use codes::{search_codes, search_codes_into, CodeQuery};
 pub use context::SearchContext;
-pub use exact::{exact_scan, quantized_scan, shortlisted_scan, ScanRows};
+pub use exact::{
+    exact_scan, quantized_scan, shortlisted_scan, shortlisted_scan_many, ScanRows, ShortlistSource,
+};
 pub use format::{FORMAT_VERSION, MAGIC, OLDEST_SUPPORTED_VERSION};
 pub use prior::Prior;
 pub use repair::unreachable_count;

@@ -3,8 +3,11 @@
 //! and against the sign-bit shortlist ranked again by SQ8 (what the buffer
 //! searches with from `SHORTLIST_FROM_ROWS` rows) at several shortlist
 //! depths, on real embeddings (the first `rows` of a dataset as the tail,
-//! its queries against them), alternated over rounds. Recall is against
-//! the exact scan of the same tail.
+//! its queries against them), alternated over rounds. Last, the same rows
+//! as two buffers of half the rows each, codes trained on their own rows
+//! (a tail and a seal waiting for its graph): a shortlist each against
+//! one shortlist between them ([`eddy_segment::scan_many`]). Recall is
+//! against the exact scan of the same tail.
 //!
 //! ```text
 //! cargo run --release -p eddy-segment --example tail_scan -- ../shared/datasets/debian-minilm 20000
@@ -15,7 +18,7 @@ use std::time::Instant;
 
 use eddy_hnsw::{quantized_scan, shortlisted_scan, Vectors};
 use eddy_model::{IdType, Metric, PointId};
-use eddy_segment::{Growing, Neighbor};
+use eddy_segment::{scan_many, CodeScan, Growing, Neighbor};
 
 const K: usize = 10;
 
@@ -89,6 +92,38 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             None => Vec::new(),
         }
     };
+    // The same rows as two buffers (rows of the second numbered after the
+    // first's), and the top k of both merged.
+    let half = tail.rows() / 2;
+    let mut halves = [
+        Growing::new(dim, Metric::Cosine, IdType::U64).with_quantized_scan(1_024),
+        Growing::new(dim, Metric::Cosine, IdType::U64).with_quantized_scan(1_024),
+    ];
+    for (i, v) in base.iter().enumerate() {
+        let buffer = &mut halves[usize::from(i >= half)];
+        buffer.upsert(PointId::Num(i as u64), &normalised(v), b"", 0, i as i64);
+    }
+    let merged = |parts: [Vec<(u32, f32)>; 2]| -> Vec<Neighbor> {
+        let [a, b] = parts;
+        let mut all: Vec<Neighbor> = a
+            .into_iter()
+            .chain(b.into_iter().map(|(r, s)| (r + half as u32, s)))
+            .map(Neighbor::from)
+            .collect();
+        all.sort_by(|x, y| y.score.total_cmp(&x.score));
+        all.truncate(K);
+        all
+    };
+    let own = |h: &Growing, q: &[f32]| -> Vec<(u32, f32)> {
+        h.search_quantized(q, K, 40, &all)
+            .into_iter()
+            .map(|n| (n.row, n.score))
+            .collect()
+    };
+    let both = &halves;
+    let live_of = |i: usize| move |r: u32| both[i].is_live(r);
+    let live = [live_of(0), live_of(1)];
+    let live = &live;
     let rows = tail.rows();
     let mut variants: Vec<(String, Box<Search<'_>>)> = vec![
         ("f32".into(), Box::new(|q: &[f32]| tail.search(q, K, &all))),
@@ -104,6 +139,32 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     variants.push((
         "default".into(),
         Box::new(|q: &[f32]| tail.search_quantized(q, K, 40, &all)),
+    ));
+    let halves = &halves;
+    variants.push((
+        "2 halves, own".into(),
+        Box::new(move |q: &[f32]| merged([own(&halves[0], q), own(&halves[1], q)])),
+    ));
+    variants.push((
+        "2 halves, joint".into(),
+        Box::new(move |q: &[f32]| {
+            let sources: Vec<CodeScan<'_>> = halves
+                .iter()
+                .zip(live)
+                .filter_map(|(h, accept)| {
+                    let (codes, vectors) = h.code_scan_parts()?;
+                    Some(CodeScan {
+                        codes,
+                        vectors,
+                        accept,
+                    })
+                })
+                .collect();
+            let mut found = scan_many(&sources, q, K, 40).into_iter();
+            let a = found.next().unwrap_or_default();
+            let b = found.next().unwrap_or_default();
+            merged([a, b])
+        }),
     ));
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
     let mut recalls = vec![0.0; variants.len()];

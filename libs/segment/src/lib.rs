@@ -37,12 +37,13 @@ pub use reader::Segment;
 pub use refused::{bit_scan_pays, code_scan_pays, LazySignBits, RowMask};
 pub use resident::HugePageBytes;
 pub use scan_codes::{
-    scan_quantizer, scan_rescore_depth, scan_shortlist_depth, sign_bit_quantizer, train_scan_codes,
-    ScanCodes, SCAN_CODES_FROM_ROWS, SHORTLIST_FROM_ROWS, SHORTLIST_MIN_DIM,
+    scan_many, scan_quantizer, scan_rescore_depth, scan_shortlist_depth, sign_bit_quantizer,
+    train_scan_codes, CodeScan, ScanCodes, SCAN_CODES_FROM_ROWS, SHORTLIST_FROM_ROWS,
+    SHORTLIST_MIN_DIM,
 };
 pub use sealed::{
-    build_index, build_index_from, check_index, filter_rows, search_sealed, IndexParams,
-    PriorIndex, Quantization, SealedQuery, DEFAULT_EF, MIN_GRAPH_ROWS,
+    build_index, build_index_from, check_index, filter_rows, scanned_by_codes, search_sealed,
+    IndexParams, PriorIndex, Quantization, SealedQuery, DEFAULT_EF, MIN_GRAPH_ROWS,
 };
 pub use search::Neighbor;
 pub use writer::{SegmentMeta, SegmentWriter};

@@ -6,7 +6,9 @@
 //! bytes at 384-d), whose best rows the SQ8 codes rank again
 //! ([`eddy_hnsw::shortlisted_scan`]).
 
-use eddy_hnsw::{quantized_scan, shortlisted_scan, Vectors};
+use eddy_hnsw::{
+    quantized_scan, shortlisted_scan, shortlisted_scan_many, ShortlistSource, Vectors,
+};
 use eddy_model::Metric;
 use eddy_quant::binary::{BinaryCodes, BinaryConfig, BinaryQuantizer, QueryEncoding};
 use eddy_quant::sq8::{Sq8Codes, Sq8Config, Sq8Quantizer};
@@ -189,6 +191,69 @@ impl ScanCodes {
     }
 }
 
+/// One source of rows without a graph for [`scan_many`]: the query tail,
+/// or a sealed segment waiting for its graph.
+#[derive(Clone, Copy)]
+pub struct CodeScan<'a> {
+    /// The codes of every row.
+    pub codes: &'a ScanCodes,
+    /// The rows themselves (row `r` of `codes` is row `r` here).
+    pub vectors: Vectors<'a>,
+    /// The rows a search may return.
+    pub accept: &'a dyn Fn(u32) -> bool,
+}
+
+impl std::fmt::Debug for CodeScan<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CodeScan")
+            .field("rows", &self.codes.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The `k` closest rows over several sources of rows without a graph, as
+/// [`ScanCodes::search`] of each would find them, but the sources that rank
+/// by sign bits share one shortlist, as deep as their rows together call
+/// for ([`scan_shortlist_depth`], [`shortlisted_scan_many`]): what a
+/// shortlist holds depends on its length, not on the rows it is drawn
+/// from, so a tail and a seal waiting for its graph pay for one shortlist
+/// and one exact rescoring instead of one each. Per source, its rows of
+/// the overall top `k` (those that share a shortlist) or its own top `k`
+/// (the others), `(row, exact score)` best first.
+pub fn scan_many(
+    sources: &[CodeScan<'_>],
+    query: &[f32],
+    k: usize,
+    keep: usize,
+) -> Vec<Vec<(u32, f32)>> {
+    let mut out = vec![Vec::new(); sources.len()];
+    let mut shared = Vec::with_capacity(sources.len());
+    let mut joint = Vec::with_capacity(sources.len());
+    for (i, s) in sources.iter().enumerate() {
+        match s.codes.bits() {
+            Some(bits) if s.codes.shortlists() => {
+                joint.push(i);
+                shared.push(ShortlistSource {
+                    coarse: bits,
+                    fine: s.codes.sq8(),
+                    vectors: s.vectors,
+                    accept: s.accept,
+                });
+            }
+            _ => out[i] = s.codes.search(&s.vectors, query, k, keep, s.accept),
+        }
+    }
+    if !shared.is_empty() {
+        let rows = joint.iter().map(|&i| sources[i].codes.len()).sum();
+        let shortlist = scan_shortlist_depth(k, rows);
+        let found = shortlisted_scan_many(&shared, query, k, shortlist, keep);
+        for (i, hits) in joint.into_iter().zip(found) {
+            out[i] = hits;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,6 +294,46 @@ mod tests {
         assert!(!narrow.shortlists());
         let emptied = cosine.emptied();
         assert!(emptied.is_empty() && emptied.bits.is_some());
+    }
+
+    /// A joint scan hands each source its own rows: a source too small
+    /// to shortlist is scanned alone, as its own search would; a single
+    /// source that shortlists answers as its own search too.
+    #[test]
+    fn a_joint_scan_answers_each_source_as_its_own_search_when_alone() {
+        let dim = SHORTLIST_MIN_DIM;
+        let row =
+            |i: usize| (0..dim).map(move |d| ((i * 7 + d * 3) % 11) as f32 - 5.0 + (i % 5) as f32);
+        let many: Vec<f32> = (0..SHORTLIST_FROM_ROWS + 100).flat_map(row).collect();
+        let few: Vec<f32> = (0..SCAN_CODES_FROM_ROWS + 50).flat_map(row).collect();
+        let big = train_scan_codes(&many, dim, Metric::Cosine).expect("codes");
+        let small = train_scan_codes(&few, dim, Metric::Cosine).expect("codes");
+        assert!(big.shortlists() && !small.shortlists());
+        let (vb, vs) = (
+            Vectors::new(&many, dim, Metric::Cosine),
+            Vectors::new(&few, dim, Metric::Cosine),
+        );
+        let odd = |r: u32| r % 2 == 1;
+        let all = |_: u32| true;
+        let query: Vec<f32> = row(17).map(|x| x + 0.25).collect();
+        let sources = [
+            CodeScan {
+                codes: &big,
+                vectors: vb,
+                accept: &odd,
+            },
+            CodeScan {
+                codes: &small,
+                vectors: vs,
+                accept: &all,
+            },
+        ];
+        let got = scan_many(&sources, &query, 10, 40);
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0], big.search(&vb, &query, 10, 40, &odd));
+        assert_eq!(got[1], small.search(&vs, &query, 10, 40, &all));
+        assert!(got[0].iter().all(|&(r, _)| odd(r)));
+        assert!(scan_many(&[], &query, 10, 40).is_empty());
     }
 
     #[test]

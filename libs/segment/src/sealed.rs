@@ -279,6 +279,24 @@ pub fn filter_rows(seg: &Segment, filter: &Filter) -> RoaringBitmap {
         .collect()
 }
 
+/// The codes and vectors [`search_sealed`] would scan every row of `seg`
+/// by: no graph to walk, scan codes kept, no filter, and a query that lets
+/// codes rank rows. For a scan joint with the other rows without a graph
+/// ([`crate::scan_many`]); `None` where `search_sealed` answers otherwise.
+pub fn scanned_by_codes<'a>(
+    seg: &'a Segment,
+    index: Option<&IndexFile>,
+    scan_codes: Option<&'a ScanCodes>,
+    mask: RowMask<'_>,
+    q: &SealedQuery<'_>,
+) -> Option<(&'a ScanCodes, Vectors<'a>)> {
+    let codes_rank = !q.exact && q.quantization != Quantization::None && q.filter.is_none();
+    let graph = index.and_then(graph_view).is_some_and(|g| g.is_ok());
+    let anything = mask.masked < seg.rows();
+    let codes = scan_codes.filter(|_| codes_rank && !graph && anything)?;
+    Some((codes, segment_vectors(seg)))
+}
+
 /// The `k` closest rows of `seg` to `query` that `accept` (deletes, rows
 /// shadowed by fresher events) and the query's filter let through, closest
 /// first, scores "higher is closer". `index` is the segment's index file

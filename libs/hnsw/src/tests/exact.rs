@@ -108,6 +108,109 @@ fn a_shortlist_of_every_row_answers_as_the_fine_scan() {
     }
 }
 
+/// Sign bits of the rows `encoded` (of `dim`), trained on `trained`.
+fn sign_bits(trained: &[f32], encoded: &[f32], dim: usize) -> eddy_quant::binary::BinaryCodes {
+    use eddy_quant::binary::{BinaryConfig, BinaryQuantizer, QueryEncoding};
+    let config = BinaryConfig {
+        query: QueryEncoding::Symmetric,
+        ..BinaryConfig::default()
+    };
+    BinaryQuantizer::train(trained, dim, &config)
+        .and_then(|q| q.encode_all(encoded))
+        .expect("bits")
+}
+
+/// Three sources scanned jointly, each with codes trained on its own rows:
+/// with a shortlist and a rescoring as long as all their rows, the answer
+/// is the exact top k of the accepted rows of all three, each hit handed
+/// back to its own source with its row there; with a short shortlist,
+/// every hit is still an accepted row of its source with its exact score,
+/// and together they are k.
+#[test]
+fn sources_scanned_jointly_answer_as_one_scan_of_all_their_rows() {
+    let (dim, k) = (64, 12);
+    let sizes = [300usize, 0, 700, 450];
+    let mut next = xorshift(0x2545_F491_4F6C_DD1D);
+    let data: Vec<Vec<f32>> = sizes
+        .iter()
+        .map(|&n| {
+            (0..n * dim)
+                .map(|_| (next() % 10_007) as f32 / 5_000.0 - 1.0)
+                .collect()
+        })
+        .collect();
+    let query: Vec<f32> = data[2][5 * dim..6 * dim]
+        .iter()
+        .map(|x| x * 0.8 + 0.02)
+        .collect();
+    // The empty source's codes are trained on the first one's rows.
+    let codes: Vec<_> = data
+        .iter()
+        .map(|d| {
+            let trained = if d.is_empty() { &data[0] } else { d };
+            (
+                sign_bits(trained, d, dim),
+                sq8_codes(trained, d, dim, Metric::Cosine),
+            )
+        })
+        .collect();
+    // Source `s` refuses every row `r` where `r + s` is a multiple of 3.
+    let accepts: Vec<Box<dyn Fn(u32) -> bool>> = (0..sizes.len())
+        .map(|s| {
+            Box::new(move |r: u32| !(r as usize + s).is_multiple_of(3)) as Box<dyn Fn(u32) -> bool>
+        })
+        .collect();
+    let used = [0usize, 1, 2, 3];
+    let sources: Vec<ShortlistSource<'_, eddy_quant::sq8::Sq8Codes>> = used
+        .iter()
+        .map(|&s| ShortlistSource {
+            coarse: &codes[s].0,
+            fine: &codes[s].1,
+            vectors: Vectors::new(&data[s], dim, Metric::Cosine),
+            accept: accepts[s].as_ref(),
+        })
+        .collect();
+    let mut want: Vec<(usize, u32, f32)> = Vec::new();
+    for (j, &s) in used.iter().enumerate() {
+        let v = Vectors::new(&data[s], dim, Metric::Cosine);
+        want.extend(
+            brute(&v, &query, k, &accepts[s])
+                .into_iter()
+                .map(|(r, x)| (j, r, x)),
+        );
+    }
+    want.sort_by(|a, b| b.2.total_cmp(&a.2));
+    want.truncate(k);
+    let all_rows: usize = sizes.iter().sum();
+    let got = shortlisted_scan_many(&sources, &query, k, all_rows, all_rows);
+    assert_eq!(got.len(), used.len());
+    let mut flat: Vec<(usize, u32, f32)> = got
+        .iter()
+        .enumerate()
+        .flat_map(|(j, hits)| hits.iter().map(move |&(r, x)| (j, r, x)))
+        .collect();
+    flat.sort_by(|a, b| b.2.total_cmp(&a.2));
+    let ids = |v: &[(usize, u32, f32)]| v.iter().map(|h| (h.0, h.1)).collect::<Vec<_>>();
+    assert_eq!(ids(&flat), ids(&want));
+    assert!(got
+        .iter()
+        .all(|hits| hits.windows(2).all(|w| w[0].1 >= w[1].1)));
+
+    let short = shortlisted_scan_many(&sources, &query, k, 40, 20);
+    assert_eq!(short.iter().map(Vec::len).sum::<usize>(), k);
+    for (j, hits) in short.iter().enumerate() {
+        let s = used[j];
+        let exact = F32Scorer::new(&sources[j].vectors, &query);
+        for &(row, score) in hits {
+            assert!(
+                (row as usize) < sizes[s] && accepts[s](row),
+                "source {s} row {row}"
+            );
+            assert!((score - exact.score_one(row)).abs() <= 1e-4);
+        }
+    }
+}
+
 /// SQ8 codes of the rows `encoded` (of `dim`), trained on `trained`.
 fn sq8_codes(
     trained: &[f32],

@@ -173,6 +173,15 @@ impl Growing {
         self.codes.as_ref()
     }
 
+    /// The buffer's codes and vectors, for a scan joint with other rows
+    /// without a graph ([`crate::scan_many`], rows taken where
+    /// [`Growing::is_live`]); `None` where [`Growing::search_quantized`]
+    /// answers alone (no codes kept, or no live row).
+    pub fn code_scan_parts(&self) -> Option<(&ScanCodes, Vectors<'_>)> {
+        let codes = self.codes.as_ref().filter(|_| self.live_rows > 0)?;
+        Some((codes, Vectors::new(&self.vectors, self.dim, self.metric)))
+    }
+
     /// Vector dimension.
     pub fn dim(&self) -> usize {
         self.dim

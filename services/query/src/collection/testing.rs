@@ -44,6 +44,18 @@ pub fn vector_of(n: u64, dim: usize) -> Vec<f32> {
         .collect()
 }
 
+/// Point `n`'s vector of `dim` dimensions about one of 16 centres (as
+/// embeddings cluster): the centre's coordinates plus two fifths of the
+/// point's own ([`vector_of`]).
+pub fn clustered_vector(n: u64, dim: usize) -> Vec<f32> {
+    let centre = vector_of(u64::MAX - n % 16, dim);
+    centre
+        .iter()
+        .zip(vector_of(n, dim))
+        .map(|(c, x)| c + 0.4 * x)
+        .collect()
+}
+
 /// The name of an index file built for `segment` (id `id`) of
 /// collection `c`.
 pub fn indexed(store: &Store, segment: &Segment, id: &str) -> String {
@@ -67,10 +79,20 @@ pub fn written_segment(store: &Store, rows: u64) -> SegmentEntry {
 /// [`written_segment`] for a collection `c` defined as `def` (its
 /// dimensions and metric).
 pub fn written_segment_of(store: &Store, def: &CollectionDef, rows: u64) -> SegmentEntry {
+    written_segment_with(store, def, rows, vector_of)
+}
+
+/// [`written_segment_of`] with point `n`'s vector `vector(n, dim)`.
+pub fn written_segment_with(
+    store: &Store,
+    def: &CollectionDef,
+    rows: u64,
+    vector: impl Fn(u64, usize) -> Vec<f32>,
+) -> SegmentEntry {
     let dim = def.dimension as usize;
     let mut g = Growing::new(dim, def.metric, def.id_type);
     for n in 0..rows {
-        let mut v = vector_of(n, dim);
+        let mut v = vector(n, dim);
         if def.metric == eddy_model::Metric::Cosine {
             eddy_kernels::normalize(&mut v);
         }
