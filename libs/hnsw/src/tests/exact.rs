@@ -74,7 +74,6 @@ fn xorshift(seed: u64) -> impl FnMut() -> u64 {
 /// still holds accepted rows only, with exact scores.
 #[test]
 fn a_shortlist_of_every_row_answers_as_the_fine_scan() {
-    use eddy_quant::binary::{BinaryConfig, BinaryQuantizer, QueryEncoding};
     let (dim, rows) = (32, 500);
     let mut next = xorshift(0x9E37_79B9_7F4A_7C15);
     let d: Vec<f32> = (0..rows * dim)
@@ -83,16 +82,7 @@ fn a_shortlist_of_every_row_answers_as_the_fine_scan() {
     let query: Vec<f32> = d[7 * dim..8 * dim].iter().map(|x| x * 0.9 + 0.01).collect();
     let v = Vectors::new(&d, dim, Metric::L2);
     let sq8 = sq8_codes(&d, &d, dim, Metric::L2);
-    let bits = BinaryQuantizer::train(
-        &d,
-        dim,
-        &BinaryConfig {
-            query: QueryEncoding::Symmetric,
-            ..BinaryConfig::default()
-        },
-    )
-    .and_then(|q| q.encode_all(&d))
-    .expect("bits");
+    let bits = sign_bits(&d, &d, dim);
     let odd = |r: u32| r % 2 == 1;
     let want = quantized_scan(&sq8, &v, &query, 5, 40, &odd);
     assert_eq!(
@@ -332,8 +322,6 @@ fn the_sq8_code_scan_finds_the_exact_top_k_of_the_scanned_rows() {
 /// back to the SQ8 scan of the listed rows.
 #[test]
 fn the_listed_sign_bit_scan_answers_as_the_sq8_scan_of_the_listed_rows() {
-    use eddy_quant::binary::{BinaryConfig, BinaryQuantizer, QueryEncoding};
-
     use crate::{scan_sq8_codes, scan_sq8_shortlisted, Sq8View};
     let (dim, rows) = (128, 1_500);
     let d = data(rows, dim);
@@ -341,12 +329,7 @@ fn the_listed_sign_bit_scan_answers_as_the_sq8_scan_of_the_listed_rows() {
     let v = Vectors::new(&d, dim, Metric::Cosine);
     let codes = sq8_codes(&d, &d, dim, Metric::Cosine);
     let view = Sq8View::from_codes(&codes);
-    let config = BinaryConfig {
-        query: QueryEncoding::Symmetric,
-        ..BinaryConfig::default()
-    };
-    let quantizer = BinaryQuantizer::train(&d, dim, &config).expect("train");
-    let bits = quantizer.encode_all(&d).expect("bits");
+    let bits = sign_bits(&d, &d, dim);
     // One row in three listed (the accepted rows of a mostly refused
     // graph), one listed row in seven refused by `accept` all the same.
     let listed: Vec<u32> = (0..rows as u32).filter(|r| r % 3 == 1).collect();
@@ -364,7 +347,7 @@ fn the_listed_sign_bit_scan_answers_as_the_sq8_scan_of_the_listed_rows() {
         let exact = exact_scan(&v, &query, 1, ScanRows::Listed(&[row]));
         assert_eq!(exact, vec![(row, score)], "scores are exact");
     }
-    let few = quantizer.encode_all(&d[..dim * 10]).expect("bits");
+    let few = sign_bits(&d, &d[..dim * 10], dim);
     assert_eq!(
         scan_sq8_shortlisted(&v, &view, &few, &query, 5, 60, 40, &listed, &accept),
         want,
