@@ -46,6 +46,11 @@ pub struct BuildOptions {
     /// Used only where the codes rank neighbours well enough
     /// ([`crate::sq8_beam_fidelity`] ≥ [`SQ8_BEAM_MIN_FIDELITY`]); f32 otherwise.
     pub sq8_beam: bool,
+    /// The [`crate::sq8_beam_fidelity`] the beam's codes must reach
+    /// ([`SQ8_BEAM_MIN_FIDELITY`] by default). 0 skips the check, whose 64
+    /// probes score every row (a third of the CPU of a graph grown in many
+    /// small rounds): for a caller that checked codes trained alike once.
+    pub sq8_beam_min_fidelity: f64,
 }
 
 impl Default for BuildOptions {
@@ -58,6 +63,7 @@ impl Default for BuildOptions {
             wide_level0: false,
             alpha: 1.1,
             sq8_beam: true,
+            sq8_beam_min_fidelity: SQ8_BEAM_MIN_FIDELITY,
         }
     }
 }
@@ -260,7 +266,8 @@ fn beam_codes<'c>(
         (None, None) => None,
     }
     .filter(|v| {
-        opts.sq8_beam && n > 0 && fidelity_of(vectors, v, params.seed) >= SQ8_BEAM_MIN_FIDELITY
+        let min = opts.sq8_beam_min_fidelity;
+        opts.sq8_beam && n > 0 && (min <= 0.0 || fidelity_of(vectors, v, params.seed) >= min)
     })
 }
 

@@ -112,14 +112,27 @@ impl Default for IndexParams {
     }
 }
 
-/// An earlier segment's index to start a graph build from: a merge's
-/// input, with the merged row each of its rows became (`None`: dropped).
+/// An earlier graph to start a segment's graph build from, with the row of
+/// the segment each of its rows became (`None`: dropped): a merge's input's
+/// index, or the graph ingest grew while the segment's events arrived.
 #[derive(Debug, Clone, Copy)]
 pub struct PriorIndex<'a> {
-    /// The earlier segment's index file.
-    pub index: &'a IndexFile,
+    /// The earlier graph.
+    pub graph: GraphView<'a>,
     /// For each earlier row, its row in the segment being indexed.
     pub rows: &'a [Option<u32>],
+}
+
+impl<'a> PriorIndex<'a> {
+    /// The graph of index file `index` as a prior, its rows mapped by
+    /// `rows`; an error when the file holds no readable graph.
+    pub fn of_index(index: &'a IndexFile, rows: &'a [Option<u32>]) -> Result<Self> {
+        let bad = |what: String| Error::corrupt(index.path(), what);
+        let graph = graph_view(index)
+            .ok_or_else(|| bad("no graph section".into()))?
+            .map_err(|e| bad(format!("graph: {e}")))?;
+        Ok(Self { graph, rows })
+    }
 }
 
 /// Builds the graph (on the current rayon pool) and SQ8 codes of `seg` and
@@ -161,9 +174,9 @@ pub fn build_index_from(
     } else {
         None
     };
-    let prior_graph = prior.and_then(|p| match graph_view(p.index) {
-        Some(Ok(view)) => Some(eddy_hnsw::Prior { view, rows: p.rows }),
-        _ => None,
+    let prior_graph = prior.map(|p| eddy_hnsw::Prior {
+        view: p.graph,
+        rows: p.rows,
     });
     let options = eddy_hnsw::BuildOptions::default();
     let sq8 = codes.as_ref().map(Sq8View::from_codes);

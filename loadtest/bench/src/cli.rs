@@ -165,6 +165,7 @@ impl RunArgs {
             wide_level0: self.wide_level0,
             alpha: self.alpha,
             sq8_beam: self.sq8_beam,
+            ..BuildOptions::default()
         }
     }
 }

@@ -206,6 +206,7 @@ fn main() {
         max_age: Duration::from_secs(10),
         write_lease: Duration::from_secs(600),
         quiet: None,
+        grow: None,
     };
     let mut state = CollectionState::new(def, store, policy, metrics).expect("state");
     state

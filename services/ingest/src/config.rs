@@ -90,6 +90,13 @@ pub struct IngestConfig {
     #[arg(long, env = "EDDY_MIN_GRAPH_ROWS", default_value_t = eddy_segment::MIN_GRAPH_ROWS)]
     pub min_graph_rows: usize,
 
+    /// Grow each buffer's graph on a thread of its own while its events
+    /// arrive, so a seal publishes its segment with its graph instead of
+    /// leaving it to be scanned row by row until maintenance builds it
+    /// (a buffer whose graph fell behind is still sealed flat).
+    #[arg(long, env = "EDDY_GROW_GRAPHS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub grow_graphs: bool,
+
     /// Pause consumption while more sealed rows than this wait for their
     /// graph (resume below half); 0 = unbounded.
     #[arg(long, env = "EDDY_MAX_UNINDEXED_ROWS", default_value_t = 1_000_000)]
@@ -171,6 +178,9 @@ pub struct SealPolicy {
     pub write_lease: Duration,
     /// Sealing once events stop arriving (`None`: only at the limits above).
     pub quiet: Option<QuietSeal>,
+    /// Growing each buffer's graph while its events arrive, so its seal
+    /// publishes the segment with its index (`None`: sealed flat).
+    pub grow: Option<GrowPolicy>,
 }
 
 /// Sealing a buffer early once its events stop arriving: a burst's rows are
@@ -183,6 +193,18 @@ pub struct QuietSeal {
     /// The fewest live rows worth sealing early: below this a segment gets no
     /// graph, and scanning it costs a query what scanning the buffer does.
     pub min_rows: usize,
+}
+
+/// How buffers grow their graphs (`--grow-graphs`).
+#[derive(Debug, Clone, Copy)]
+pub struct GrowPolicy {
+    /// How the segment's index is built (the same as maintenance's).
+    pub params: eddy_segment::IndexParams,
+    /// Threads of the seal's final build (`--index-threads`); the rounds
+    /// run on one.
+    pub threads: usize,
+    /// The rows a buffer holds before its first round.
+    pub first_rows: usize,
 }
 
 impl IngestConfig {
@@ -226,6 +248,11 @@ impl IngestConfig {
             quiet: (self.seal_quiet_ms > 0).then(|| QuietSeal {
                 after: Duration::from_millis(self.seal_quiet_ms),
                 min_rows: self.min_graph_rows.max(1),
+            }),
+            grow: self.grow_graphs.then(|| GrowPolicy {
+                params: self.index_params(),
+                threads: self.index_threads.max(1),
+                first_rows: self.min_graph_rows.max(1) / 2,
             }),
         }
     }

@@ -48,6 +48,7 @@ fn state_in(dir: &std::path::Path, write_lease: Duration) -> (Store, CollectionS
         max_age: Duration::from_secs(3600),
         write_lease,
         quiet: None,
+        grow: None,
     };
     let metrics = IngestMetrics::new(&prometheus::Registry::new()).expect("metrics");
     let mut state = CollectionState::new(def(), store.clone(), policy, metrics).expect("state");

@@ -190,6 +190,7 @@ fn worker(store: &Store) -> CollectionState {
         max_age: Duration::from_secs(3600),
         write_lease: Duration::from_secs(600),
         quiet: None,
+        grow: None,
     };
     let metrics = IngestMetrics::new(&prometheus::Registry::new()).expect("metrics");
     let mut state = CollectionState::new(def(), store.clone(), policy, metrics).expect("state");

@@ -75,6 +75,66 @@ fn sq8_beam_fidelity_separates_coarse_codes() {
     assert!((0.0..=1.0).contains(&poor) && (0.0..=1.0).contains(&good));
 }
 
+/// The beam's fidelity threshold decides between the SQ8 and the f32 beam:
+/// a threshold no codes reach builds the f32 beam's graph, and 0 (no check)
+/// keeps the SQ8 beam on codes that fail the default threshold.
+#[test]
+fn the_beam_fidelity_threshold_chooses_the_beam() {
+    let dim = 32;
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let centre: Vec<f32> = (0..dim).map(|_| rng.random_range(-1.0..1.0f32)).collect();
+    let tight: Vec<f32> = (0..600)
+        .flat_map(|_| {
+            centre
+                .iter()
+                .map(|&c| c + rng.random_range(-1e-4..1e-4f32))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let spread = clustered(600, dim, 6, true);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .expect("pool");
+    let params = crate::HnswParams {
+        m: 8,
+        ef_construction: 32,
+        ..crate::HnswParams::default()
+    };
+    let build = |data: &[f32], sq8_beam: bool, min: f64| {
+        let options = crate::BuildOptions {
+            sq8_beam,
+            sq8_beam_min_fidelity: min,
+            ..crate::BuildOptions::default()
+        };
+        let vectors = Vectors::new(data, dim, Metric::Dot);
+        let graph = pool
+            .install(|| crate::Graph::build_with(&vectors, &params, &options))
+            .expect("build");
+        let mut bytes = Vec::new();
+        graph.write_to(&mut bytes).expect("write");
+        bytes
+    };
+    let f32_beam = build(&spread, false, SQ8_BEAM_MIN_FIDELITY);
+    assert_eq!(build(&spread, true, 1.5), f32_beam, "no codes reach 1.5");
+    assert_ne!(
+        build(&spread, true, SQ8_BEAM_MIN_FIDELITY),
+        f32_beam,
+        "spread data keeps the SQ8 beam"
+    );
+    let f32_beam = build(&tight, false, SQ8_BEAM_MIN_FIDELITY);
+    assert_eq!(
+        build(&tight, true, SQ8_BEAM_MIN_FIDELITY),
+        f32_beam,
+        "tight data fails the check"
+    );
+    assert_ne!(
+        build(&tight, true, 0.0),
+        f32_beam,
+        "unchecked codes are used"
+    );
+}
+
 /// The query weights' rounding is `round_ties_even` over their whole range
 /// (and past it), ties included.
 #[test]

@@ -93,9 +93,11 @@ impl Maintenance {
                 }
             }
         });
-        let prior = prior_index
-            .as_ref()
-            .map(|(index, rows)| PriorIndex { index, rows });
+        let prior = prior_index.as_ref().and_then(|(index, rows)| {
+            PriorIndex::of_index(index, rows)
+                .inspect_err(|e| warn!(collection, error = %e, "merge: the input's graph cannot be read; building afresh"))
+                .ok()
+        });
         let name = self.store.new_index_name(segment);
         let path = self.store.index_path(collection, &name);
         let written = self

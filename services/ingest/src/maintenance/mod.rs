@@ -14,8 +14,10 @@
 //! - `gc`: removes old manifest versions and files no retained version
 //!   names.
 //!
-//! Segments are published flat first (searchable by exact scan at once), so
-//! ingest speed is never capped by graph-build speed. Maintenance works from
+//! A seal publishes its segment with its graph when the graph grown while
+//! the buffer filled kept up (`state::grow`), else flat (searchable by exact
+//! scan at once), so ingest speed is never capped by graph-build speed; the
+//! index build here covers the flat ones. Maintenance works from
 //! the manifest alone: after a crash, or for segments another process
 //! sealed, it finds every listed segment without an index and builds it.
 //! Two processes doing the same job both write (uniquely named) files; the

@@ -2,6 +2,7 @@
 //! worker owns, and (in [`seal`]) the seal that turns the buffer into a
 //! published segment.
 
+mod grow;
 mod seal;
 mod shards;
 mod stop;
@@ -58,6 +59,10 @@ pub struct CollectionState {
     policy: SealPolicy,
     metrics: IngestMetrics,
     buffer: Growing,
+    /// Grows the buffer's graph while its events arrive.
+    grower: grow::Grower,
+    /// Whether new buffers grow their graphs, after how the last seals went.
+    grow_backoff: grow::GrowBackoff,
     owned: BTreeMap<u32, Owned>,
     /// Newest manifest this worker knows.
     manifest: Manifest,
@@ -92,12 +97,15 @@ impl CollectionState {
         let mut id_rows = IdRows::default();
         id_rows.sync(&store, &manifest)?;
         let buffer = Growing::new(def.dimension as usize, def.metric, def.id_type);
+        let grower = grow::Grower::new(policy.grow, def.dimension as usize, def.metric);
         let mut state = Self {
             def,
             store,
             policy,
             metrics,
             buffer,
+            grower,
+            grow_backoff: grow::GrowBackoff::default(),
             owned: BTreeMap::new(),
             manifest,
             id_rows,
@@ -259,6 +267,7 @@ impl CollectionState {
                 conflicts,
             } => {
                 self.note_event();
+                self.grower.offer(&self.buffer);
                 self.count_event("upsert", upserts);
                 self.count_event("delete", deletes);
                 if conflicts > 0 {
@@ -389,6 +398,7 @@ pub(crate) fn test_policy() -> crate::config::SealPolicy {
         max_age: std::time::Duration::from_secs(60),
         write_lease: std::time::Duration::from_secs(60),
         quiet: None,
+        grow: None,
     }
 }
 

@@ -20,10 +20,11 @@ use std::time::{Duration, Instant};
 
 use eddy_manifest::{Lease, Manifest, SegmentEntry, Store};
 use eddy_model::CollectionDef;
-use eddy_segment::Growing;
+use eddy_segment::{build_index_from, Growing, PriorIndex, Segment};
 use roaring::RoaringBitmap;
 use tracing::{info, warn};
 
+use super::grow::{finishes, segment_rows, Grower, Grown};
 use super::{CollectionState, Owned};
 use crate::error::{Error, Result};
 
@@ -62,6 +63,12 @@ struct WrittenSegment {
     partitions: Vec<u32>,
     /// Per partition, the first and last offset of its rows.
     offset_ranges: BTreeMap<u32, (i64, i64)>,
+    /// The index file written with it, from the graph grown while its
+    /// events arrived (`None`: published flat, maintenance builds it).
+    index: Option<String>,
+    /// What became of the grown graph, as `index_builds` counts it
+    /// (`None`: no graph was grown).
+    grown: Option<&'static str>,
 }
 
 /// What the write step hands the publish: the lease that keeps garbage
@@ -82,6 +89,8 @@ pub(super) struct InFlight {
     owned: BTreeMap<u32, Owned>,
     started: Instant,
     writer: Option<JoinHandle<Result<Written>>>,
+    /// What became of the graph grown for it (see [`WrittenSegment`]).
+    grown: Option<&'static str>,
 }
 
 /// Per segment id, the delete bitmap to publish for it.
@@ -116,6 +125,8 @@ impl CollectionState {
                 self.def.id_type,
             ),
         ));
+        let next_grower = self.new_grower();
+        let grower = std::mem::replace(&mut self.grower, next_grower);
         self.first_event = None;
         let (store, def, ttl) = (
             self.store.clone(),
@@ -126,13 +137,14 @@ impl CollectionState {
         let name = format!("seal-{}", self.def.name);
         let writer = std::thread::Builder::new()
             .name(name.clone())
-            .spawn(move || write_stage(&store, &def, &buffer, ttl))
+            .spawn(move || write_stage(&store, &def, &buffer, ttl, Some(grower)))
             .map_err(|source| Error::Thread { name, source })?;
         self.in_flight = Some(InFlight {
             frozen,
             owned: self.owned.clone(),
             started: Instant::now(),
             writer: Some(writer),
+            grown: None,
         });
         self.publish_gauges();
         Ok(earlier)
@@ -149,6 +161,13 @@ impl CollectionState {
         } else {
             Ok(None)
         }
+    }
+
+    /// A grower for a new buffer of this collection (one that grows
+    /// nothing while the back-off skips buffers).
+    fn new_grower(&mut self) -> Grower {
+        let policy = self.policy.grow.filter(|_| self.grow_backoff.grow_next());
+        Grower::new(policy, self.def.dimension as usize, self.def.metric)
     }
 
     /// Whether a seal is under way (written or not, not yet published).
@@ -184,8 +203,9 @@ impl CollectionState {
         let ttl = self.policy.write_lease;
         let mut written = match flight.writer.take() {
             Some(thread) => thread.join().map_err(|_| Error::SealWriterPanicked)??,
-            None => write_stage(&self.store, &self.def, &flight.frozen, ttl)?,
+            None => write_stage(&self.store, &self.def, &flight.frozen, ttl, None)?,
         };
+        flight.grown = written.segment.as_ref().and_then(|s| s.grown);
         let mut attempt = 1;
         loop {
             fail::fail_point!("seal::before_publish");
@@ -194,7 +214,7 @@ impl CollectionState {
                 Err(Error::Store(eddy_manifest::Error::MissingFile { path })) if attempt < 3 => {
                     warn!(collection = %self.def.name, path = %path.display(), "a file of the seal was collected while it stalled; writing it again");
                     attempt += 1;
-                    written = write_stage(&self.store, &self.def, &flight.frozen, ttl)?;
+                    written = write_stage(&self.store, &self.def, &flight.frozen, ttl, None)?;
                 }
                 other => return other,
             }
@@ -312,7 +332,7 @@ impl CollectionState {
             deletes,
             deleted: pre_deleted.len(),
             offset_ranges: segment.offset_ranges.clone(),
-            index: None,
+            index: segment.index.clone(),
         })
     }
 
@@ -352,6 +372,13 @@ impl CollectionState {
             .seals
             .with_label_values(&[&self.def.name])
             .inc();
+        self.grow_backoff.sealed(flight.grown);
+        if let Some(outcome) = flight.grown {
+            self.metrics
+                .index_builds
+                .with_label_values(&[&self.def.name, outcome])
+                .inc();
+        }
         self.publish_gauges();
         info!(
             collection = %self.def.name,
@@ -380,19 +407,82 @@ fn is_fenced(owned: &BTreeMap<u32, Owned>, latest: &Manifest, partition: u32) ->
 /// Step 1, on the seal's own thread: takes the lease, writes the frozen
 /// buffer's live rows as a new segment file (none when every buffered
 /// event was a delete) and puts it in the object store, so the publish
-/// that follows only names it.
+/// that follows only names it; then finishes the graph `grower` grew
+/// while the buffer filled, as the segment's index file.
 fn write_stage(
     store: &Store,
     def: &CollectionDef,
     buffer: &Growing,
     ttl: Duration,
+    grower: Option<Grower>,
 ) -> Result<Written> {
     let lease = store.take_lease(&def.name, "seal", ttl, None)?;
-    let segment = write_segment(store, def, buffer)?;
+    let mut segment = write_segment(store, def, buffer)?;
     if let Some(segment) = &segment {
         store.upload_segment(&def.name, &segment.id, Some(segment.crc32))?;
     }
+    let grown = grower.and_then(Grower::finish);
+    if let (Some(segment), Some(grown)) = (&mut segment, grown) {
+        let (index, outcome) = write_grown_index(store, def, buffer, &segment.id, &grown);
+        segment.index = index;
+        segment.grown = outcome;
+    }
     Ok(Written { lease, segment })
+}
+
+/// Writes the index file of segment `id` (sealed from `buffer`) from the
+/// graph grown over the buffer's first rows: its name, and the outcome
+/// `index_builds` counts (`grown`). No name (the segment is published flat,
+/// maintenance builds its graph) when the grown graph fell behind: it
+/// holds under half of the segment's rows or leaves too many to insert
+/// ([`finishes`], `grown_behind`); or when the build fails (logged,
+/// `grown_failed`).
+fn write_grown_index(
+    store: &Store,
+    def: &CollectionDef,
+    buffer: &Growing,
+    id: &str,
+    grown: &Grown,
+) -> (Option<String>, Option<&'static str>) {
+    if buffer.live_rows() < grown.policy.params.min_rows.max(1) {
+        // Too few rows for a graph at all: nothing to count.
+        return (None, None);
+    }
+    let rows = segment_rows(buffer, grown.graph.len());
+    let carried = rows.iter().flatten().count();
+    if !finishes(carried, buffer.live_rows()) {
+        info!(collection = %def.name, segment = id, grown = carried, rows = buffer.live_rows(), "the grown graph fell behind: the segment is published flat");
+        return (None, Some("grown_behind"));
+    }
+    let name = store.new_index_name(id);
+    let path = store.index_path(&def.name, &name);
+    let built = (|| -> std::result::Result<Option<u64>, String> {
+        let seg = Segment::open(&store.segment_path(&def.name, id)).map_err(|e| e.to_string())?;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(grown.policy.threads.max(1))
+            .thread_name(|i| format!("eddy-grow-seal-{i}"))
+            .build()
+            .map_err(|e| e.to_string())?;
+        let prior = PriorIndex {
+            graph: grown.graph.view(),
+            rows: &rows,
+        };
+        pool.install(|| build_index_from(&seg, &grown.policy.params, &path, Some(prior)))
+            .map_err(|e| e.to_string())
+    })();
+    match built {
+        Ok(Some(_)) => (Some(name), Some("grown")),
+        Ok(None) => (None, None),
+        Err(e) => {
+            warn!(collection = %def.name, segment = id, error = %e, "building the segment's index from its grown graph failed: the segment is published flat");
+            if let Err(e) = std::fs::remove_file(&path) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    warn!(path = %path.display(), error = %e, "removing an unused index file");
+                }
+            }
+            (None, Some("grown_failed"))
+        }
+    }
 }
 
 /// Writes `buffer`'s live rows as a new segment file of `def`.
@@ -423,5 +513,7 @@ fn write_segment(
         crc32: written.crc32,
         partitions,
         offset_ranges,
+        index: None,
+        grown: None,
     }))
 }
