@@ -19,6 +19,7 @@
 //! cargo run --release -p eddy-hnsw --example deleted_walk -- ../shared/datasets/debian-minilm [--refused]
 //! ```
 
+#[allow(dead_code)] // Not every example uses every helper.
 mod common;
 
 use std::time::Instant;

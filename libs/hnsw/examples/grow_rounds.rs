@@ -11,42 +11,17 @@
 //! cargo run --release -p eddy-hnsw --example grow_rounds -- ../shared/datasets/debian-minilm
 //! ```
 
-#[allow(dead_code)]
+#[allow(dead_code)] // Not every example uses every helper.
 mod common;
 
 use std::time::Instant;
 
-use common::{exact_top, K};
-use eddy_hnsw::{
-    search_into, BuildOptions, Graph, HnswParams, Prior, Query, SearchContext, Vectors,
-};
+use common::{exact_top, recall};
+use eddy_hnsw::{BuildOptions, Graph, HnswParams, Prior, Vectors};
 use eddy_model::Metric;
 
 const ROWS: usize = 20_000;
 const FIRST: usize = 1_024;
-
-/// Recall@10 of `graph` over `vectors` at `ef`, against `truth`.
-fn recall(
-    graph: &Graph,
-    vectors: &Vectors<'_>,
-    queries: &[Vec<f32>],
-    truth: &[Vec<u32>],
-    ef: usize,
-) -> f64 {
-    let (mut ctx, mut out, mut found) = (SearchContext::default(), Vec::new(), 0usize);
-    for (q, want) in queries.iter().zip(truth) {
-        search_into(
-            &graph.view(),
-            vectors,
-            &Query::new(K, ef),
-            q,
-            &mut ctx,
-            &mut out,
-        );
-        found += out.iter().filter(|(r, _)| want.contains(r)).count();
-    }
-    found as f64 / (queries.len() * K) as f64
-}
 
 /// The graph over `data` grown in rounds of `1/share` of the rows grown
 /// (at least 256, at most 4,096), then finished with the default options;

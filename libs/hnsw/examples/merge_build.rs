@@ -13,38 +13,13 @@ mod common;
 
 use std::time::Instant;
 
-use common::{deleted, exact_top, K};
-use eddy_hnsw::{
-    search_into, BuildOptions, Graph, HnswParams, Prior, Query, SearchContext, Vectors,
-};
+use common::{deleted, exact_top, recall};
+use eddy_hnsw::{BuildOptions, Graph, HnswParams, Prior, Vectors};
 use eddy_model::Metric;
 
 const EARLIER_ROWS: usize = 40_000;
 const SHARES: [f64; 4] = [0.1, 0.25, 0.5, 0.75];
 const EFS: [usize; 3] = [16, 32, 64];
-
-/// Recall@10 of `graph` over `vectors` at `ef`, against `truth`.
-fn recall(
-    graph: &Graph,
-    vectors: &Vectors<'_>,
-    queries: &[Vec<f32>],
-    truth: &[Vec<u32>],
-    ef: usize,
-) -> f64 {
-    let (mut ctx, mut out, mut found) = (SearchContext::default(), Vec::new(), 0usize);
-    for (q, want) in queries.iter().zip(truth) {
-        search_into(
-            &graph.view(),
-            vectors,
-            &Query::new(K, ef),
-            q,
-            &mut ctx,
-            &mut out,
-        );
-        found += out.iter().filter(|(r, _)| want.contains(r)).count();
-    }
-    found as f64 / (queries.len() * K) as f64
-}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let common::Dataset {

@@ -1,10 +1,10 @@
 //! What the graph examples share: a dataset's rows and public queries,
 //! normalised for cosine; a fixed pseudo-random choice of deleted rows; and
-//! the exact top `K` of each query.
+//! the exact top `K` of each query; a graph's recall against it.
 
 use std::path::PathBuf;
 
-use eddy_hnsw::{exact_scan, ScanRows, Vectors};
+use eddy_hnsw::{exact_scan, search_into, Graph, Query, ScanRows, SearchContext, Vectors};
 
 /// Neighbours per query.
 pub const K: usize = 10;
@@ -63,4 +63,27 @@ pub fn exact_top(all: &Vectors<'_>, queries: &[Vec<f32>], rows: &[u32]) -> Vec<V
                 .collect()
         })
         .collect()
+}
+
+/// Recall@10 of `graph` over `vectors` at `ef`, against `truth`.
+pub fn recall(
+    graph: &Graph,
+    vectors: &Vectors<'_>,
+    queries: &[Vec<f32>],
+    truth: &[Vec<u32>],
+    ef: usize,
+) -> f64 {
+    let (mut ctx, mut out, mut found) = (SearchContext::default(), Vec::new(), 0usize);
+    for (q, want) in queries.iter().zip(truth) {
+        search_into(
+            &graph.view(),
+            vectors,
+            &Query::new(K, ef),
+            q,
+            &mut ctx,
+            &mut out,
+        );
+        found += out.iter().filter(|(r, _)| want.contains(r)).count();
+    }
+    found as f64 / (queries.len() * K) as f64
 }

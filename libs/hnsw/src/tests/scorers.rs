@@ -51,6 +51,21 @@ fn sq8_scorer_estimates_the_dot_with_the_decoded_rows() {
     assert!(worst > 0.0);
 }
 
+/// `n` rows that differ from one random centre (drawn from `seed`) by far
+/// less than one SQ8 step: codes cannot rank them.
+fn tight_rows(n: usize, dim: usize, seed: u64) -> Vec<f32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let centre: Vec<f32> = (0..dim).map(|_| rng.random_range(-1.0..1.0f32)).collect();
+    (0..n)
+        .flat_map(|_| {
+            centre
+                .iter()
+                .map(|&c| c + rng.random_range(-1e-4..1e-4f32))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 #[test]
 fn sq8_beam_fidelity_separates_coarse_codes() {
     // Well-spread unit vectors: SQ8 keeps the neighbours.
@@ -60,16 +75,7 @@ fn sq8_beam_fidelity_separates_coarse_codes() {
     assert!(good >= SQ8_BEAM_MIN_FIDELITY, "spread data: {good}");
     // Rows that differ from one centre by far less than one SQ8 step: the codes
     // cannot rank them, so the build must keep its beam on f32.
-    let mut rng = ChaCha8Rng::seed_from_u64(3);
-    let centre: Vec<f32> = (0..dim).map(|_| rng.random_range(-1.0..1.0f32)).collect();
-    let tight: Vec<f32> = (0..2000)
-        .flat_map(|_| {
-            centre
-                .iter()
-                .map(|&c| c + rng.random_range(-1e-4..1e-4f32))
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    let tight = tight_rows(2000, dim, 3);
     let poor = sq8_beam_fidelity(&Vectors::new(&tight, dim, Metric::Dot), 7).expect("fidelity");
     assert!(poor < SQ8_BEAM_MIN_FIDELITY, "tight data: {poor}");
     assert!((0.0..=1.0).contains(&poor) && (0.0..=1.0).contains(&good));
@@ -81,16 +87,7 @@ fn sq8_beam_fidelity_separates_coarse_codes() {
 #[test]
 fn the_beam_fidelity_threshold_chooses_the_beam() {
     let dim = 32;
-    let mut rng = ChaCha8Rng::seed_from_u64(5);
-    let centre: Vec<f32> = (0..dim).map(|_| rng.random_range(-1.0..1.0f32)).collect();
-    let tight: Vec<f32> = (0..600)
-        .flat_map(|_| {
-            centre
-                .iter()
-                .map(|&c| c + rng.random_range(-1e-4..1e-4f32))
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    let tight = tight_rows(600, dim, 5);
     let spread = clustered(600, dim, 6, true);
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
