@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use prometheus::Registry;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 pub use config::{IngestConfig, QuietSeal, SealPolicy};
 pub use error::{Error, Result};
@@ -102,4 +102,15 @@ pub async fn start(mut config: IngestConfig) -> Result<Ingest> {
         supervisor,
         server,
     })
+}
+
+/// Removes a file written for a publish that did not happen (an index file
+/// a lost compare-and-swap or a failed build left); a failure is logged, a
+/// file that was never created is not.
+pub(crate) fn remove_unused_file(path: &std::path::Path) {
+    if let Err(e) = std::fs::remove_file(path) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            warn!(path = %path.display(), error = %e, "removing an unused file");
+        }
+    }
 }

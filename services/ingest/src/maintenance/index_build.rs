@@ -133,12 +133,12 @@ impl Maintenance {
             Ok(updated) => match updated.published {
                 Some(next) => Ok(Built::Published(next.version)),
                 None => {
-                    remove_quietly(&path);
+                    crate::remove_unused_file(&path);
                     Ok(Built::Superseded)
                 }
             },
             Err(e) => {
-                remove_quietly(&path);
+                crate::remove_unused_file(&path);
                 Err(e)
             }
         }
@@ -153,10 +153,4 @@ fn pending(manifest: &Manifest, min_rows: usize) -> Vec<(String, u64)> {
         .filter(|s| s.index.is_none() && s.rows >= min_rows.max(1) as u64)
         .map(|s| (s.id.clone(), s.rows))
         .collect()
-}
-
-fn remove_quietly(path: &std::path::Path) {
-    if let Err(e) = std::fs::remove_file(path) {
-        warn!(path = %path.display(), error = %e, "removing an unused index file");
-    }
 }

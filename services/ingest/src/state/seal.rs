@@ -20,11 +20,11 @@ use std::time::{Duration, Instant};
 
 use eddy_manifest::{Lease, Manifest, SegmentEntry, Store};
 use eddy_model::CollectionDef;
-use eddy_segment::{build_index_from, Growing, PriorIndex, Segment};
+use eddy_segment::Growing;
 use roaring::RoaringBitmap;
 use tracing::{info, warn};
 
-use super::grow::{finishes, segment_rows, Grower, Grown};
+use super::grow::{write_grown_index, Grower};
 use super::{CollectionState, Owned};
 use crate::error::{Error, Result};
 
@@ -428,61 +428,6 @@ fn write_stage(
         segment.grown = outcome;
     }
     Ok(Written { lease, segment })
-}
-
-/// Writes the index file of segment `id` (sealed from `buffer`) from the
-/// graph grown over the buffer's first rows: its name, and the outcome
-/// `index_builds` counts (`grown`). No name (the segment is published flat,
-/// maintenance builds its graph) when the grown graph fell behind: it
-/// holds under half of the segment's rows or leaves too many to insert
-/// ([`finishes`], `grown_behind`); or when the build fails (logged,
-/// `grown_failed`).
-fn write_grown_index(
-    store: &Store,
-    def: &CollectionDef,
-    buffer: &Growing,
-    id: &str,
-    grown: &Grown,
-) -> (Option<String>, Option<&'static str>) {
-    if buffer.live_rows() < grown.policy.params.min_rows.max(1) {
-        // Too few rows for a graph at all: nothing to count.
-        return (None, None);
-    }
-    let rows = segment_rows(buffer, grown.graph.len());
-    let carried = rows.iter().flatten().count();
-    if !finishes(carried, buffer.live_rows()) {
-        info!(collection = %def.name, segment = id, grown = carried, rows = buffer.live_rows(), "the grown graph fell behind: the segment is published flat");
-        return (None, Some("grown_behind"));
-    }
-    let name = store.new_index_name(id);
-    let path = store.index_path(&def.name, &name);
-    let built = (|| -> std::result::Result<Option<u64>, String> {
-        let seg = Segment::open(&store.segment_path(&def.name, id)).map_err(|e| e.to_string())?;
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(grown.policy.threads.max(1))
-            .thread_name(|i| format!("eddy-grow-seal-{i}"))
-            .build()
-            .map_err(|e| e.to_string())?;
-        let prior = PriorIndex {
-            graph: grown.graph.view(),
-            rows: &rows,
-        };
-        pool.install(|| build_index_from(&seg, &grown.policy.params, &path, Some(prior)))
-            .map_err(|e| e.to_string())
-    })();
-    match built {
-        Ok(Some(_)) => (Some(name), Some("grown")),
-        Ok(None) => (None, None),
-        Err(e) => {
-            warn!(collection = %def.name, segment = id, error = %e, "building the segment's index from its grown graph failed: the segment is published flat");
-            if let Err(e) = std::fs::remove_file(&path) {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    warn!(path = %path.display(), error = %e, "removing an unused index file");
-                }
-            }
-            (None, Some("grown_failed"))
-        }
-    }
 }
 
 /// Writes `buffer`'s live rows as a new segment file of `def`.
