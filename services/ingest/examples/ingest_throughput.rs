@@ -20,6 +20,10 @@
 //! published, instead of writing the segment off the loop as the worker
 //! does (the behaviour before seals were pipelined, for A/B runs).
 //!
+//! `EDDY_BENCH_GROW=1` grows each buffer's graph while its events arrive,
+//! with eddy-ingest's default settings (`--grow-graphs`), instead of
+//! sealing flat; it prints how many seals kept their graph.
+//!
 //! `EDDY_BENCH_WRITES=buffered` writes segments through the page cache
 //! instead of with `O_DIRECT` (the default).
 //!
@@ -199,7 +203,6 @@ fn main() {
         .insert("section".into(), FieldType::Keyword);
     def.payload_fields.insert("size".into(), FieldType::Integer);
     store.create_collection(&def).expect("collection");
-    let metrics = IngestMetrics::new(&prometheus::Registry::new()).expect("metrics");
     let policy = SealPolicy {
         max_rows: 50_000,
         max_bytes: 256 << 20,
@@ -208,6 +211,25 @@ fn main() {
         quiet: None,
         grow: None,
     };
+    let policy = if std::env::var("EDDY_BENCH_GROW").is_ok_and(|v| v == "1") {
+        use clap::Parser as _;
+        let defaults = eddy_ingest::IngestConfig::parse_from([
+            "eddy-ingest",
+            "--store",
+            "unused",
+            "--brokers",
+            "unused",
+        ]);
+        SealPolicy {
+            grow: defaults.seal_policy().grow,
+            ..policy
+        }
+    } else {
+        policy
+    };
+    let grows = policy.grow.is_some();
+    let metrics = IngestMetrics::new(&prometheus::Registry::new()).expect("metrics");
+    let builds = metrics.clone();
     let mut state = CollectionState::new(def, store, policy, metrics).expect("state");
     state
         .assign(&[0], &std::collections::BTreeMap::from([(0, 0)]))
@@ -266,6 +288,16 @@ fn main() {
         rows / cpu.max(0.01),
         seals
     );
+    if grows {
+        let outcomes = ["grown", "grown_behind", "grown_failed"].map(|outcome| {
+            let count = builds
+                .index_builds
+                .with_label_values(&["bench", outcome])
+                .get();
+            format!("{outcome} {count}")
+        });
+        println!("graphs grown with the seals: {}", outcomes.join(", "));
+    }
 }
 
 /// Produces `events` (untimed) to a fresh topic on `brokers`, then starts

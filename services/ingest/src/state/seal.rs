@@ -24,7 +24,7 @@ use eddy_segment::Growing;
 use roaring::RoaringBitmap;
 use tracing::{info, warn};
 
-use super::grow::{write_grown_index, Grower};
+use super::grow::{write_grown_index, Grower, Handover};
 use super::{CollectionState, Owned};
 use crate::error::{Error, Result};
 
@@ -126,7 +126,7 @@ impl CollectionState {
             ),
         ));
         let next_grower = self.new_grower();
-        let grower = std::mem::replace(&mut self.grower, next_grower);
+        let grown = std::mem::replace(&mut self.grower, next_grower).stop(frozen.live_rows());
         self.first_event = None;
         let (store, def, ttl) = (
             self.store.clone(),
@@ -137,7 +137,7 @@ impl CollectionState {
         let name = format!("seal-{}", self.def.name);
         let writer = std::thread::Builder::new()
             .name(name.clone())
-            .spawn(move || write_stage(&store, &def, &buffer, ttl, Some(grower)))
+            .spawn(move || write_stage(&store, &def, &buffer, ttl, grown))
             .map_err(|source| Error::Thread { name, source })?;
         self.in_flight = Some(InFlight {
             frozen,
@@ -203,7 +203,13 @@ impl CollectionState {
         let ttl = self.policy.write_lease;
         let mut written = match flight.writer.take() {
             Some(thread) => thread.join().map_err(|_| Error::SealWriterPanicked)??,
-            None => write_stage(&self.store, &self.def, &flight.frozen, ttl, None)?,
+            None => write_stage(
+                &self.store,
+                &self.def,
+                &flight.frozen,
+                ttl,
+                Handover::Nothing,
+            )?,
         };
         flight.grown = written.segment.as_ref().and_then(|s| s.grown);
         let mut attempt = 1;
@@ -214,7 +220,13 @@ impl CollectionState {
                 Err(Error::Store(eddy_manifest::Error::MissingFile { path })) if attempt < 3 => {
                     warn!(collection = %self.def.name, path = %path.display(), "a file of the seal was collected while it stalled; writing it again");
                     attempt += 1;
-                    written = write_stage(&self.store, &self.def, &flight.frozen, ttl, None)?;
+                    written = write_stage(
+                        &self.store,
+                        &self.def,
+                        &flight.frozen,
+                        ttl,
+                        Handover::Nothing,
+                    )?;
                 }
                 other => return other,
             }
@@ -407,25 +419,36 @@ fn is_fenced(owned: &BTreeMap<u32, Owned>, latest: &Manifest, partition: u32) ->
 /// Step 1, on the seal's own thread: takes the lease, writes the frozen
 /// buffer's live rows as a new segment file (none when every buffered
 /// event was a delete) and puts it in the object store, so the publish
-/// that follows only names it; then finishes the graph `grower` grew
-/// while the buffer filled, as the segment's index file.
+/// that follows only names it; then finishes the graph grown while the
+/// buffer filled (`grown`), as the segment's index file.
 fn write_stage(
     store: &Store,
     def: &CollectionDef,
     buffer: &Growing,
     ttl: Duration,
-    grower: Option<Grower>,
+    grown: Handover,
 ) -> Result<Written> {
     let lease = store.take_lease(&def.name, "seal", ttl, None)?;
     let mut segment = write_segment(store, def, buffer)?;
     if let Some(segment) = &segment {
         store.upload_segment(&def.name, &segment.id, Some(segment.crc32))?;
     }
-    let grown = grower.and_then(Grower::finish);
-    if let (Some(segment), Some(grown)) = (&mut segment, grown) {
-        let (index, outcome) = write_grown_index(store, def, buffer, &segment.id, &grown);
-        segment.index = index;
-        segment.grown = outcome;
+    if let Some(segment) = &mut segment {
+        match grown {
+            Handover::Nothing => {}
+            Handover::Behind { grown } => {
+                info!(collection = %def.name, segment = %segment.id, grown, rows = buffer.live_rows(), "the grown graph fell behind: the segment is published flat");
+                segment.grown = Some("grown_behind");
+            }
+            Handover::Pending(pending) => {
+                if let Some(grown) = pending.join() {
+                    let (index, outcome) =
+                        write_grown_index(store, def, buffer, &segment.id, &grown);
+                    segment.index = index;
+                    segment.grown = outcome;
+                }
+            }
+        }
     }
     Ok(Written { lease, segment })
 }

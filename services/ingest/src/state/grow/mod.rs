@@ -17,9 +17,12 @@
 //! reachability passes) with [`eddy_segment::build_index_from`]. When the
 //! grower fell far behind (ingest faster than graph building) the seal
 //! publishes flat, as before, and maintenance builds the graph: ingest
-//! speed is never capped by graph-build speed.
+//! speed is never capped by graph-build speed. A thread whose backlog
+//! outgrew what a seal could finish gives up at once
+//! ([`GIVE_UP_BACKLOG`]), and a seal does not wait for the round under way
+//! of a graph it would not finish ([`Grower::stop`]).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -48,6 +51,12 @@ const MIN_ROUND_ROWS: usize = 256;
 /// 384 dimensions), so a seal never waits long for the round under way.
 const MAX_ROUND_ROWS: usize = 4_096;
 
+/// Rows received and not yet grown beyond which the thread gives up: a
+/// seal could then finish the graph only if ingest paused for seconds
+/// (the seal inserts at most [`finish::MAX_FINISH_ROWS`] rows itself,
+/// and the round under way at most [`MAX_ROUND_ROWS`]).
+const GIVE_UP_BACKLOG: usize = finish::MAX_FINISH_ROWS + MAX_ROUND_ROWS;
+
 /// The grower of one buffer: hands the buffer's rows to its thread as they
 /// arrive and, at the seal, hands back the graph grown so far.
 #[derive(Debug)]
@@ -59,13 +68,54 @@ pub(super) struct Grower {
     sent: usize,
     /// Rows the thread's latest graph covers.
     grown: Arc<AtomicUsize>,
+    /// Set when the thread gave up: its graph fell behind the buffer.
+    gave_up: Arc<AtomicBool>,
     running: Option<Running>,
+    /// Holds the thread before each round while a test closes it.
+    #[cfg(test)]
+    pub(super) gate: tests::Gate,
 }
 
 #[derive(Debug)]
 struct Running {
     rows: Sender<Vec<f32>>,
     thread: JoinHandle<Option<Graph>>,
+}
+
+/// What a grower hands the seal when its buffer freezes.
+pub(super) enum Handover {
+    /// No graph: none was grown, or none is due for the buffer's rows.
+    Nothing,
+    /// The graph fell behind the buffer (`grown_behind`): the segment is
+    /// published flat, for maintenance to index. `grown`: the rows the
+    /// graph covered when it was left.
+    Behind {
+        /// Rows the graph covered.
+        grown: usize,
+    },
+    /// The graph, once the round under way ends.
+    Pending(Pending),
+}
+
+/// A grower's thread ending its round under way, for the seal to join.
+pub(super) struct Pending {
+    policy: GrowPolicy,
+    thread: JoinHandle<Option<Graph>>,
+}
+
+impl Pending {
+    /// Waits for the thread's last round and takes its graph (`None` when
+    /// it grew none or panicked).
+    pub(super) fn join(self) -> Option<Grown> {
+        let policy = self.policy;
+        match self.thread.join() {
+            Ok(graph) => graph.map(|graph| Grown { graph, policy }),
+            Err(_) => {
+                warn!("the graph grower panicked: the buffer is sealed flat");
+                None
+            }
+        }
+    }
 }
 
 /// The graph a grower handed over: over the buffer's first `len()` rows.
@@ -86,7 +136,10 @@ impl Grower {
             metric,
             sent: 0,
             grown: Arc::new(AtomicUsize::new(0)),
+            gave_up: Arc::new(AtomicBool::new(false)),
             running: None,
+            #[cfg(test)]
+            gate: tests::Gate::default(),
         }
     }
 
@@ -119,33 +172,66 @@ impl Grower {
         self.sent = buffer.rows();
     }
 
+    /// Whether the thread gave up (its graph fell behind the buffer).
+    #[cfg(test)]
+    pub(super) fn gave_up(&self) -> bool {
+        self.gave_up.load(Ordering::Acquire)
+    }
+
     /// Rows the latest grown graph covers.
     #[cfg(test)]
     pub(super) fn grown_rows(&self) -> usize {
         self.grown.load(Ordering::Acquire)
     }
 
-    /// Stops growing: the thread ends its round under way and hands back
-    /// its graph (`None` when it grew none).
-    pub(super) fn finish(self) -> Option<Grown> {
-        let policy = self.policy?;
-        let Running { rows, thread } = self.running?;
-        drop(rows);
-        match thread.join() {
-            Ok(graph) => graph.map(|graph| Grown { graph, policy }),
-            Err(_) => {
-                warn!("the graph grower panicked: the buffer is sealed flat");
-                None
-            }
+    /// Stops growing, at the freeze of the buffer it grew for, which holds
+    /// `live_rows` live rows. The thread ends after its round under way;
+    /// the seal waits for that round only when the graph can still be
+    /// finished ([`finish::finishes`]) once it ends: a graph that cannot,
+    /// even with a whole further round ([`MAX_ROUND_ROWS`]), is left
+    /// behind at once, so fast ingest never waits for a graph it would
+    /// throw away.
+    pub(super) fn stop(self, live_rows: usize) -> Handover {
+        let grown = self.grown.load(Ordering::Acquire);
+        if self.gave_up.load(Ordering::Acquire) {
+            return Handover::Behind { grown };
         }
+        let (Some(policy), Some(Running { rows, thread })) = (self.policy, self.running) else {
+            return Handover::Nothing;
+        };
+        // With the sender gone, the thread grows no further than the
+        // round under way, which started from the graph `grown` counts.
+        drop(rows);
+        if live_rows < policy.params.min_rows.max(1) || self.sent < policy.first_rows {
+            // No graph is due for so few rows.
+            return Handover::Nothing;
+        }
+        // Read again: the round under way may have ended meanwhile.
+        let grown = self.grown.load(Ordering::Acquire);
+        let reach = (grown + MAX_ROUND_ROWS).min(self.sent).min(live_rows);
+        if !finish::finishes(reach, live_rows) {
+            return Handover::Behind { grown };
+        }
+        Handover::Pending(Pending { policy, thread })
     }
 
     fn spawn(&self, policy: GrowPolicy) -> std::io::Result<Running> {
         let (tx, rx) = mpsc::channel();
-        let (dim, metric, grown) = (self.dim, self.metric, self.grown.clone());
+        let (dim, metric) = (self.dim, self.metric);
+        let progress = Progress {
+            grown: self.grown.clone(),
+            gave_up: self.gave_up.clone(),
+        };
+        #[cfg(test)]
+        let gate = self.gate.clone();
         let thread = std::thread::Builder::new()
             .name("eddy-grow".into())
-            .spawn(move || grow(&rx, dim, metric, &policy, &grown))?;
+            .spawn(move || {
+                grow(&rx, dim, metric, &policy, &progress, || {
+                    #[cfg(test)]
+                    gate.pass();
+                })
+            })?;
         Ok(Running { rows: tx, thread })
     }
 }
@@ -157,7 +243,8 @@ fn grow(
     dim: usize,
     metric: Metric,
     policy: &GrowPolicy,
-    grown: &AtomicUsize,
+    progress: &Progress,
+    before_round: impl Fn(),
 ) -> Option<Graph> {
     let pool = match rayon::ThreadPoolBuilder::new()
         .num_threads(1)
@@ -191,17 +278,27 @@ fn grow(
                 Err(TryRecvError::Disconnected) => return graph,
             }
         }
+        if vectors.len() / dim - have > GIVE_UP_BACKLOG {
+            debug!(
+                grown = have,
+                rows = vectors.len() / dim,
+                "the graph fell behind the buffer: growing stops"
+            );
+            progress.gave_up.store(true, Ordering::Release);
+            return None;
+        }
         next = next_round(vectors.len() / dim, have, policy.first_rows);
         let Some(rows) = next else {
             continue;
         };
+        before_round();
         let data = Vectors::new(&vectors[..rows * dim], dim, metric);
         let options = *options.get_or_insert_with(|| round_options(&data, &policy.params.hnsw));
         match pool.install(|| round(&data, &policy.params.hnsw, &options, graph.as_ref())) {
             Ok(next) => {
                 debug!(rows, inserted = rows - have, "graph grown");
                 graph = Some(next);
-                grown.store(rows, Ordering::Release);
+                progress.grown.store(rows, Ordering::Release);
             }
             Err(e) => {
                 warn!(error = %e, "growing the buffer's graph failed: the buffer is sealed flat");
@@ -209,6 +306,14 @@ fn grow(
             }
         }
     }
+}
+
+/// What the grower's thread tells its buffer.
+struct Progress {
+    /// Rows the latest graph covers.
+    grown: Arc<AtomicUsize>,
+    /// Set when the thread gave up ([`GIVE_UP_BACKLOG`]).
+    gave_up: Arc<AtomicBool>,
 }
 
 /// The rows the next round's graph covers, given `received` rows and a

@@ -222,3 +222,106 @@ fn buffers_skip_growing_after_graphs_fell_behind() {
     backoff.sealed(Some("grown_failed"));
     assert!(backoff.grow_next(), "only falling behind backs off");
 }
+
+/// A gate the grower's thread passes before each round: a test closes it
+/// to hold the thread at a known point.
+#[derive(Debug, Default, Clone)]
+pub(in crate::state) struct Gate(std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>);
+
+impl Gate {
+    /// Closes (`true`) or opens the gate.
+    pub(in crate::state) fn set_closed(&self, closed: bool) {
+        let (lock, opened) = &*self.0;
+        *lock.lock().expect("gate") = closed;
+        opened.notify_all();
+    }
+
+    /// Waits while the gate is closed.
+    pub(super) fn pass(&self) {
+        let (lock, opened) = &*self.0;
+        let mut closed = lock.lock().expect("gate");
+        while *closed {
+            closed = opened.wait(closed).expect("gate");
+        }
+    }
+}
+
+/// A seal whose grown graph cannot keep up, even with the round under
+/// way, does not wait for that round: the buffer is sealed flat at once
+/// (counted `grown_behind`) and the grower's thread is left to end on its
+/// own. Here the thread is held before its next round while 11,000 rows
+/// arrive (too few for it to give up by itself); a seal that joined it
+/// would wait until the watchdog opens it.
+#[test]
+fn a_seal_does_not_wait_for_a_graph_that_fell_behind() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (mut state, metrics) = state(dir.path(), policy(300));
+    let store = state.store.clone();
+    for id in 0..1_000 {
+        upsert(&mut state, id, id, id as i64);
+    }
+    wait_grown(&state, 700);
+    let gate = state.grower.gate.clone();
+    gate.set_closed(true);
+    for id in 1_000..12_000 {
+        upsert(&mut state, id, id, id as i64);
+    }
+    let (sealed, done) = std::sync::mpsc::channel::<()>();
+    let watchdog = {
+        let gate = gate.clone();
+        std::thread::spawn(move || {
+            let opened = matches!(
+                done.recv_timeout(PATIENCE),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+            );
+            gate.set_closed(false);
+            opened
+        })
+    };
+    state.seal().expect("seal").expect("progress");
+    drop(sealed);
+    let opened_by_watchdog = watchdog.join().expect("watchdog");
+    assert!(
+        !opened_by_watchdog,
+        "the seal waited for the grower's round"
+    );
+    let entry = sealed_segment(&store);
+    assert_eq!(entry.rows, 12_000);
+    assert_eq!(entry.index, None, "sealed flat");
+    let behind = metrics
+        .index_builds
+        .with_label_values(&["g", "grown_behind"])
+        .get();
+    assert_eq!(behind, 1);
+}
+
+/// A grower whose backlog grew beyond what a seal could finish gives up
+/// by itself while the buffer still fills, instead of spending rounds on a
+/// graph the seal would throw away; the seal then publishes flat, counted
+/// `grown_behind`. Here its thread is held while 20,000 rows arrive.
+#[test]
+fn a_grower_that_fell_behind_gives_up_before_the_seal() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (mut state, metrics) = state(dir.path(), policy(300));
+    let store = state.store.clone();
+    let gate = state.grower.gate.clone();
+    gate.set_closed(true);
+    for id in 0..20_000 {
+        upsert(&mut state, id, id, id as i64);
+    }
+    gate.set_closed(false);
+    let since = Instant::now();
+    while !state.grower.gave_up() {
+        assert!(since.elapsed() < PATIENCE, "the grower did not give up");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    state.seal().expect("seal").expect("progress");
+    let entry = sealed_segment(&store);
+    assert_eq!(entry.rows, 20_000);
+    assert_eq!(entry.index, None, "sealed flat");
+    let behind = metrics
+        .index_builds
+        .with_label_values(&["g", "grown_behind"])
+        .get();
+    assert_eq!(behind, 1);
+}
