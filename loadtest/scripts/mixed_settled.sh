@@ -21,6 +21,9 @@
 # eddy-query with `perf` (DWARF call graphs) during each phase into
 # $OUT/perf-<phase>.data and prints the top functions by self time, so
 # the read-only and mixed profiles can be set side by side.
+# OPEN_FRACTIONS (e.g. "0.5 0.7 0.9") adds, after the writer's closed loop,
+# open loops beside the writer at those fractions of its throughput, each
+# for SECONDS_OPEN (20) s, latency from each request's scheduled send time.
 # Needs: cargo build --release -p eddy-loadtest -p eddy-ingest -p eddy-query
 set -euo pipefail
 
@@ -113,11 +116,21 @@ profile_report readonly
 echo "with a writer at $rate events/s (batches of $batch):"
 c0=$(cpu); t0=$SECONDS
 profile $((mixed_s > 30 ? 30 : mixed_s - 3)) mixed
-query --duration "$mixed_s" --brokers "$kafka" --format protobuf --no-header \
-    --write-rate "$rate" --write-batch "$batch"
+mixed=$(query --duration "$mixed_s" --brokers "$kafka" --format protobuf --no-header \
+    --write-rate "$rate" --write-batch "$batch")
+echo "$mixed"
 c1=$(cpu); cpu_delta "$c0" "$c1" $((SECONDS - t0))
 profile_report mixed
 status
+saturation=$(echo "$mixed" | awk '/^http/ {print $9; exit}')
+for fraction in ${OPEN_FRACTIONS:-}; do
+    offered=$(python3 -c "print(max(1, round($saturation * $fraction)))")
+    echo "open loop at $fraction of that ($offered q/s), beside the writer:"
+    c0=$(cpu); t0=$SECONDS
+    query --duration "${SECONDS_OPEN:-20}" --rate "$offered" --brokers "$kafka" --format protobuf \
+        --no-header --write-rate "$rate" --write-batch "$batch"
+    c1=$(cpu); cpu_delta "$c0" "$c1" $((SECONDS - t0))
+done
 echo "read-only right after:"
 c0=$(cpu); t0=$SECONDS
 query --duration 15

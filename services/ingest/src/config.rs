@@ -97,6 +97,13 @@ pub struct IngestConfig {
     #[arg(long, env = "EDDY_GROW_GRAPHS", default_value_t = true, action = clap::ArgAction::Set)]
     pub grow_graphs: bool,
 
+    /// How many steps lower than the process the threads that build graphs
+    /// (growing buffers' graphs, index builds, merges) run (0: the same
+    /// priority; Linux `nice` steps, up to 19), so queries and events on
+    /// shared cores come first and graphs take the CPU they leave idle.
+    #[arg(long, env = "EDDY_GRAPH_NICE", default_value_t = 10)]
+    pub graph_nice: i32,
+
     /// Pause consumption while more sealed rows than this wait for their
     /// graph (resume below half); 0 = unbounded.
     #[arg(long, env = "EDDY_MAX_UNINDEXED_ROWS", default_value_t = 1_000_000)]
@@ -205,6 +212,8 @@ pub struct GrowPolicy {
     pub threads: usize,
     /// The rows a buffer holds before its first round.
     pub first_rows: usize,
+    /// Priority steps below the process's of the rounds (`--graph-nice`).
+    pub nice: i32,
 }
 
 impl IngestConfig {
@@ -253,6 +262,7 @@ impl IngestConfig {
                 params: self.index_params(),
                 threads: self.index_threads.max(1),
                 first_rows: self.min_graph_rows.max(1) / 2,
+                nice: self.graph_nice,
             }),
         }
     }

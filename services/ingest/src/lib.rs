@@ -25,6 +25,7 @@ mod http;
 mod id_rows;
 pub mod maintenance;
 pub mod metrics;
+mod priority;
 mod resume;
 mod state;
 mod supervisor;

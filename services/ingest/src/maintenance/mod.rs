@@ -63,6 +63,8 @@ pub(crate) struct Maintenance {
     params: IndexParams,
     /// The pool that builds segment indexes (`--index-threads`).
     pool: rayon::ThreadPool,
+    /// Priority steps below the process's of its threads (`--graph-nice`).
+    nice: i32,
     metrics: IngestMetrics,
     /// The longest wait after a pass that found nothing to do (a manifest
     /// this process publishes ends it sooner).
@@ -115,14 +117,17 @@ impl Progress {
 impl Maintenance {
     /// Maintenance as `config` says, over `store`.
     pub(crate) fn new(config: &IngestConfig, store: Store, metrics: IngestMetrics) -> Result<Self> {
+        let nice = config.graph_nice;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(config.index_threads.max(1))
             .thread_name(|i| format!("eddy-index-{i}"))
+            .start_handler(move |_| crate::priority::lower_this_thread(nice))
             .build()?;
         Ok(Self {
             store,
             params: config.index_params(),
             pool,
+            nice,
             metrics,
             poll: Duration::from_millis(config.index_poll_ms.max(10)),
             merge: config.merge_policy(),
@@ -137,7 +142,10 @@ impl Maintenance {
     pub(crate) fn spawn(self, stop: Arc<AtomicBool>) -> Result<()> {
         std::thread::Builder::new()
             .name(THREAD_NAME.into())
-            .spawn(move || self.run_supervised(&stop, Backoff::default()))
+            .spawn(move || {
+                crate::priority::lower_this_thread(self.nice);
+                self.run_supervised(&stop, Backoff::default());
+            })
             .map_err(|source| Error::Thread {
                 name: THREAD_NAME.into(),
                 source,

@@ -227,6 +227,7 @@ impl Grower {
         let thread = std::thread::Builder::new()
             .name("eddy-grow".into())
             .spawn(move || {
+                crate::priority::lower_this_thread(policy.nice);
                 grow(&rx, dim, metric, &policy, &progress, || {
                     #[cfg(test)]
                     gate.pass();
@@ -249,6 +250,10 @@ fn grow(
     let pool = match rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .thread_name(|_| "eddy-grow-round".into())
+        .start_handler({
+            let nice = policy.nice;
+            move |_| crate::priority::lower_this_thread(nice)
+        })
         .build()
     {
         Ok(pool) => pool,

@@ -30,6 +30,7 @@ fn policy(first_rows: usize) -> GrowPolicy {
         },
         threads: 1,
         first_rows,
+        nice: 0,
     }
 }
 
