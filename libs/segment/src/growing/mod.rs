@@ -377,10 +377,19 @@ impl Growing {
     /// Drops every row and touch whose offset is below its partition's
     /// cut-off: those events are now covered by sealed segments.
     pub fn prune_below(&mut self, cutoffs: &BTreeMap<u32, i64>) {
+        if let Some(pruned) = self.pruned_below(cutoffs) {
+            *self = pruned;
+        }
+    }
+
+    /// This buffer without the rows and touches [`Growing::prune_below`]
+    /// drops, built beside it (`None`: it drops none), so a reader can
+    /// prepare it while searches still read this one.
+    pub fn pruned_below(&self, cutoffs: &BTreeMap<u32, i64>) -> Option<Growing> {
         let keep =
             |partition: u32, offset: i64| cutoffs.get(&partition).is_none_or(|&c| offset >= c);
         if self.touched.values().all(|t| keep(t.partition, t.offset)) {
-            return;
+            return None;
         }
         let mut next = Growing::new(self.dim, self.metric, self.id_type);
         // The pruned buffer keeps the trained range: no retraining per prune.
@@ -402,7 +411,7 @@ impl Growing {
             }
         }
         next.journal = self.journal.as_ref().map(|_| Vec::new());
-        *self = next;
+        Some(next)
     }
 }
 
