@@ -63,8 +63,12 @@ pub const FANOUT_HEDGES_TOTAL: &str = "eddy_query_fanout_hedges_total";
 /// Shards a fan-out found no peer to answer for, by action.
 pub const FANOUT_MISSING_SHARDS_TOTAL: &str = "eddy_query_fanout_missing_shards_total";
 
+/// Seconds a tail batch waited for the write lock while searches were in
+/// flight (`phase` wait) and held it, every search waiting (`phase` hold).
+pub const TAIL_LOCK_SECONDS: &str = "eddy_query_tail_lock_seconds";
+
 /// Every metric name eddy-query registers.
-pub const NAMES: [&str; 26] = [
+pub const NAMES: [&str; 27] = [
     REQUESTS_TOTAL,
     LATENCY_SECONDS,
     QUERIES_TOTAL,
@@ -91,6 +95,7 @@ pub const NAMES: [&str; 26] = [
     FANOUT_LEG_SECONDS,
     FANOUT_HEDGES_TOTAL,
     FANOUT_MISSING_SHARDS_TOTAL,
+    TAIL_LOCK_SECONDS,
 ];
 
 /// Metric handles of eddy-query.
@@ -134,6 +139,10 @@ pub struct QueryMetrics {
     /// Snapshot loads by outcome (ok, quarantined: installed without some
     /// segments, error: the manifest could not be read).
     pub segment_loads: IntCounterVec,
+    /// A tail batch's wait for the write lock and its hold of it, by
+    /// collection and phase (wait, hold): how much searches and the tail
+    /// hold each other up under mixed load.
+    pub tail_lock: HistogramVec,
     /// 1 while the tail is paused at its bound, per collection.
     pub tail_paused: IntGaugeVec,
     /// Quarantined segments per collection.
@@ -242,6 +251,12 @@ impl QueryMetrics {
                 "Segment loads by outcome",
                 &["outcome"],
             )?,
+            tail_lock: histogram(
+                TAIL_LOCK_SECONDS,
+                "Tail batch: waiting for the write lock while searches are in flight (wait), holding it while every search waits (hold)",
+                &["collection", "phase"],
+                latency_buckets(),
+            )?,
             tail_paused: gauge(
                 TAIL_PAUSED,
                 "1 while the tail is at its bound (--max-tail-rows/--max-tail-bytes) and reads no further",
@@ -340,6 +355,7 @@ mod tests {
                 &m.ingest_to_visible,
                 &m.freshness_wait,
                 &m.fanout_leg_latency,
+                &m.tail_lock,
             ],
         );
         let named: BTreeSet<String> = NAMES.iter().map(|n| (*n).to_owned()).collect();

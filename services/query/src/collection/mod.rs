@@ -25,7 +25,7 @@ use crate::fanout::pin::RemotePin;
 
 pub use scroll::{PagePoint, ScrollPage};
 pub use search::PointRecord;
-pub use served::Served;
+pub use served::{LockTimes, Served};
 pub use shadow::Shadows;
 pub use snapshot::{LoadedSegment, Quarantined, Snapshot};
 pub use view::{LiveView, ViewPoint};
@@ -87,6 +87,9 @@ pub struct Collection {
     /// Held by whoever changes `served` (the tail's applier, a snapshot's
     /// install), so an install can prepare its tail under the read lock.
     tail_writer: parking_lot::Mutex<()>,
+    /// How long a writer of `served` lets new searches in while it waits
+    /// for the ones in flight ([`served::WRITER_PATIENCE`]).
+    writer_patience: std::time::Duration,
     /// Woken whenever the tail applies events or a snapshot is installed.
     changed: tokio::sync::Notify,
     /// Set once the first snapshot is installed.
@@ -130,6 +133,7 @@ impl Collection {
             def: RwLock::new(Arc::new(def)),
             shards,
             tail_writer: parking_lot::Mutex::new(()),
+            writer_patience: served::WRITER_PATIENCE,
             served: RwLock::new(Served {
                 snapshot: Arc::new(Snapshot::default()),
                 tail,

@@ -31,7 +31,7 @@ pub(super) fn apply_batch(
     let mut gapped: Vec<Gapped> = Vec::new();
     let mut conflicts = 0;
     let def = collection.def();
-    collection.apply_tail(|served| {
+    let ((tail_rows, visible), lock) = collection.apply_tail_timed(|served| {
         for msg in batch {
             let partition = msg.partition() as u32;
             if served.stale.contains_key(&partition) {
@@ -87,17 +87,25 @@ pub(super) fn apply_batch(
                 latencies.push((clock(timestamp), (now_ms - ts).max(0) as f64 / 1000.0));
             }
         }
-        metrics
-            .tail_rows
-            .with_label_values(&[name])
-            .set(served.tail.live_rows() as i64);
-        for (p, off) in served.visible_offsets() {
-            metrics
-                .visible_offset
-                .with_label_values(&[name, &p.to_string()])
-                .set(off);
-        }
+        (served.tail.live_rows(), served.visible_offsets())
     });
+    // Metrics are set after the lock is released: searches wait on it.
+    for (phase, time) in [("wait", lock.waited), ("hold", lock.held)] {
+        metrics
+            .tail_lock
+            .with_label_values(&[name, phase])
+            .observe(time.as_secs_f64());
+    }
+    metrics
+        .tail_rows
+        .with_label_values(&[name])
+        .set(tail_rows as i64);
+    for (p, off) in visible {
+        metrics
+            .visible_offset
+            .with_label_values(&[name, &p.to_string()])
+            .set(off);
+    }
     for (outcome, n) in outcomes {
         metrics
             .tail_events
