@@ -19,8 +19,8 @@ use super::{Collection, Shadows, Snapshot};
 /// search out for as long as the slowest one in flight took: beside a
 /// 2,000 events/s writer on 2 shared cores, a preempted search held the
 /// tail's applier 2–7 ms, ~40 times a second, with every other search
-/// waiting behind it. The bound keeps a tail batch from waiting more than
-/// this on a saturated server.
+/// waiting behind it. The bound keeps searches that never pause from
+/// holding a tail batch off for good.
 pub(super) const WRITER_PATIENCE: Duration = Duration::from_millis(5);
 
 /// How long a writer of [`Served`] waited for the write lock (searches in
