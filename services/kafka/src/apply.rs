@@ -114,12 +114,62 @@ pub fn apply(
     cursor: &mut Cursor,
     record: Record<'_>,
 ) -> Outcome {
-    let Record {
-        message,
+    let place = Place::of(&record);
+    apply_with(buffer, cursor, place, || {
+        eddy_event::decode(def, record.message)
+    })
+}
+
+/// [`apply`] for a record decoded beforehand ([`eddy_event::decode`] of its
+/// message, at `place`): the query tail decodes a batch before it takes the
+/// write lock searches wait on, so only the effect is applied under it.
+/// The same checks and effect as [`apply`]; a record below the cursor is
+/// a duplicate whatever it decoded to.
+pub fn apply_decoded<'a>(
+    buffer: &mut Growing,
+    cursor: &mut Cursor,
+    place: Place,
+    decoded: Result<Event<'a>, Rejection>,
+) -> Outcome {
+    apply_with(buffer, cursor, place, || decoded)
+}
+
+/// Where a record sits in its partition, and when it was written: what
+/// [`apply_decoded`] needs of it besides its decoded value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Place {
+    /// The record's partition.
+    pub partition: u32,
+    /// The record's offset.
+    pub offset: i64,
+    /// The record's timestamp in ms since the Unix epoch (0 when unknown).
+    pub timestamp_ms: i64,
+}
+
+impl Place {
+    /// The place of `record`.
+    pub fn of(record: &Record<'_>) -> Self {
+        Self {
+            partition: record.partition,
+            offset: record.offset,
+            timestamp_ms: record.timestamp_ms,
+        }
+    }
+}
+
+/// The offset checks, then the effect of what `decode` gives (asked only
+/// for a record at or past the cursor that no gap stops).
+fn apply_with<'a>(
+    buffer: &mut Growing,
+    cursor: &mut Cursor,
+    place: Place,
+    decode: impl FnOnce() -> Result<Event<'a>, Rejection>,
+) -> Outcome {
+    let Place {
         partition,
         offset,
         timestamp_ms,
-    } = record;
+    } = place;
     if offset < cursor.next {
         return Outcome::Duplicate;
     }
@@ -137,7 +187,7 @@ pub fn apply(
         row: 0,
     };
     let mut effect = Effect::default();
-    match eddy_event::decode(def, message) {
+    match decode() {
         Ok(Event::Upsert(point)) => {
             if effect.admit(buffer, &point.id, origin) {
                 buffer.upsert_from(point.id, &point.vector, &point.payload, origin);
@@ -271,6 +321,51 @@ mod tests {
             Outcome::Applied { .. }
         ));
         assert_eq!(cursor.next, 14);
+    }
+
+    /// The query tail decodes a batch before its write lock: a record
+    /// decoded beforehand has the outcome and effect [`apply`] gives it,
+    /// checked against the cursor the same way (a duplicate or a gap stays
+    /// one whatever it decoded to).
+    #[test]
+    fn a_record_decoded_beforehand_applies_as_apply_does() {
+        let def = def();
+        let records = [
+            record(
+                br#"{"id": 1, "vector": [1, 0], "payload": {"a": 1}}"#,
+                0,
+                10,
+                5,
+            ),
+            record(br#"{"id": 1, "vector": [0, 1]}"#, 0, 9, 6),
+            record(b"{", 0, 11, 7),
+            record(br#"{"id": 2, "vector": [0, 1]}"#, 0, 14, 8),
+            record(br#"{"id": 2, "vector": [1, 1]}"#, 0, 12, 9),
+        ];
+        let cursor = Cursor {
+            next: 10,
+            gaps: Gaps::Refused,
+        };
+        let (mut direct, mut decoded) = (buffer(), buffer());
+        let (mut c1, mut c2) = (cursor, cursor);
+        for r in records {
+            let expected = apply(&def, &mut direct, &mut c1, r);
+            let event = eddy_event::decode(&def, r.message);
+            let got = apply_decoded(&mut decoded, &mut c2, Place::of(&r), event);
+            assert_eq!(got, expected, "offset {}", r.offset);
+            assert_eq!(c2, c1, "offset {}", r.offset);
+        }
+        assert_eq!(
+            c2.next, 13,
+            "10 and 12 applied, 11 rejected, the gap at 14 applied nothing"
+        );
+        for id in [PointId::Num(1), PointId::Num(2)] {
+            let (a, b) = (direct.row_of(&id), decoded.row_of(&id));
+            assert!(a.is_some());
+            let (a, b) = (direct.row(a.expect("live")), decoded.row(b.expect("live")));
+            assert_eq!((a.vector, a.payload_json), (b.vector, b.payload_json));
+            assert_eq!((a.partition, a.offset), (b.partition, b.offset));
+        }
     }
 
     #[test]

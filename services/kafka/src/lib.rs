@@ -23,7 +23,7 @@ mod message;
 mod settings;
 mod topic;
 
-pub use apply::{apply, Cursor, Gaps, Outcome, Record, StopReason};
+pub use apply::{apply, apply_decoded, Cursor, Gaps, Outcome, Place, Record, StopReason};
 pub use lag::lag;
 pub use log_range::LogRanges;
 pub use message::event_message;

@@ -1,10 +1,12 @@
 //! One batch of tail records applied under one write lock, through the
-//! same [`eddy_kafka::apply`] as ingest.
+//! same offset checks and effect as ingest ([`eddy_kafka::apply_decoded`]).
+//! The records are decoded before the lock is taken: searches wait only
+//! for the effect.
 
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use eddy_kafka::{Cursor, Gaps, Outcome, Record, StopReason};
+use eddy_kafka::{Cursor, Gaps, Outcome, Place, StopReason};
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::Timestamp;
 
@@ -31,9 +33,24 @@ pub(super) fn apply_batch(
     let mut gapped: Vec<Gapped> = Vec::new();
     let mut conflicts = 0;
     let def = collection.def();
+    // Decoded outside the lock (a record the lock then finds stale or
+    // already applied was decoded for nothing: rare, and off the lock).
+    let decoded: Vec<_> = batch
+        .iter()
+        .map(|msg| {
+            let timestamp = msg.timestamp();
+            let place = Place {
+                partition: msg.partition() as u32,
+                offset: msg.offset(),
+                timestamp_ms: timestamp.to_millis().unwrap_or(0),
+            };
+            let event = eddy_event::decode(&def, eddy_kafka::event_message(msg));
+            (place, timestamp, event)
+        })
+        .collect();
     let ((tail_rows, visible), lock) = collection.apply_tail_timed(|served| {
-        for msg in batch {
-            let partition = msg.partition() as u32;
+        for (place, timestamp, event) in decoded {
+            let partition = place.partition;
             if served.stale.contains_key(&partition) {
                 *outcomes.entry("stale").or_default() += 1;
                 continue;
@@ -49,15 +66,8 @@ pub(super) fn apply_batch(
                 next: cutoff.max(applied),
                 gaps,
             };
-            let timestamp = msg.timestamp();
             let timestamp_ms = timestamp.to_millis();
-            let record = Record {
-                message: eddy_kafka::event_message(msg),
-                partition,
-                offset: msg.offset(),
-                timestamp_ms: timestamp_ms.unwrap_or(0),
-            };
-            let outcome = eddy_kafka::apply(&def, &mut served.tail, &mut cursor, record);
+            let outcome = eddy_kafka::apply_decoded(&mut served.tail, &mut cursor, place, event);
             served.applied.insert(partition, cursor.next);
             let label = match outcome {
                 Outcome::Applied {
