@@ -24,6 +24,9 @@
 # OPEN_FRACTIONS (e.g. "0.5 0.7 0.9") adds, after the writer's closed loop,
 # open loops beside the writer at those fractions of its throughput, each
 # for SECONDS_OPEN (20) s, latency from each request's scheduled send time.
+# After the writer's closed loop it prints eddy-query's own histograms
+# over that phase (the handler's time, the tail's write lock waited and
+# held; loadtest/scripts/histogram_diff.py).
 # Needs: cargo build --release -p eddy-loadtest -p eddy-ingest -p eddy-query
 set -euo pipefail
 
@@ -114,12 +117,18 @@ profile_report readonly
 ( end=$((SECONDS + mixed_s + 20)); while [ $SECONDS -lt $end ]; do status; sleep 2; done ) \
     > "$out/status.log" 2>&1 &
 echo "with a writer at $rate events/s (batches of $batch):"
+metrics_url=$(grep "  query metrics" "$out/demo.log" | grep -o "http://[^ ]*")
+curl -s "$metrics_url" > "$out/metrics-before-writer.txt"
 c0=$(cpu); t0=$SECONDS
 profile $((mixed_s > 30 ? 30 : mixed_s - 3)) mixed
 mixed=$(query --duration "$mixed_s" --brokers "$kafka" --format protobuf --no-header \
     --write-rate "$rate" --write-batch "$batch")
 echo "$mixed"
 c1=$(cpu); cpu_delta "$c0" "$c1" $((SECONDS - t0))
+curl -s "$metrics_url" > "$out/metrics-after-writer.txt"
+echo "  eddy-query's histograms over the writer's phase (bucket bounds):"
+python3 "$(dirname "${BASH_SOURCE[0]}")/histogram_diff.py" \
+    "$out/metrics-before-writer.txt" "$out/metrics-after-writer.txt"
 profile_report mixed
 status
 saturation=$(echo "$mixed" | awk '/^http/ {print $9; exit}')
