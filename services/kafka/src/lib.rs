@@ -8,7 +8,8 @@
 //! - [`event_message`]: a consumed record as the decoder's
 //!   [`eddy_event::Message`];
 //! - [`apply`]: the one way a consumed record changes a growing buffer
-//!   (offset checks, one decode, upsert/delete), for ingest and the tail;
+//!   (offset checks, one decode, upsert/delete), for ingest and the tail
+//!   ([`apply_decoded`] where the tail decoded it before its write lock);
 //! - [`LogRanges`]: partitions' log ranges, read on connections of their
 //!   own so that a slow fetch never holds them up (nor they it);
 //! - [`lag`]: how far a consumer's position trails a partition's high
