@@ -38,7 +38,7 @@ use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray, UInt64Array};
 use arrow_ipc::writer::StreamWriter;
 use eddy_event::Message;
 use eddy_ingest::{CollectionState, IngestMetrics, SealPolicy};
-use eddy_kafka::Record;
+use eddy_kafka::{Place, Record};
 use eddy_manifest::Store;
 use eddy_model::{CollectionDef, FieldType, Metric};
 use eddy_proto::v1::{payload_value::Kind, point_event::Id, PayloadValue, PointEvent};
@@ -247,9 +247,11 @@ fn main() {
                 value: Some(value),
                 content_type: Some(content_type),
             },
-            partition: 0,
-            offset: offset as i64,
-            timestamp_ms: 0,
+            place: Place {
+                partition: 0,
+                offset: offset as i64,
+                timestamp_ms: 0,
+            },
         };
         let applied = state.apply(record);
         assert_eq!(

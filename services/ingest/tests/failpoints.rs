@@ -30,9 +30,11 @@ fn apply(state: &mut CollectionState, id: u64, offset: i64) {
             value: Some(value.as_bytes()),
             content_type: None,
         },
-        partition: 0,
-        offset,
-        timestamp_ms: 0,
+        place: eddy_kafka::Place {
+            partition: 0,
+            offset,
+            timestamp_ms: 0,
+        },
     };
     assert_eq!(state.apply(record), Applied::Done, "offset {offset}");
 }

@@ -210,9 +210,11 @@ fn event(state: &mut CollectionState, id: u64, offset: i64, v: Option<u64>) {
     };
     let record = eddy_kafka::Record {
         message: msg,
-        partition: 0,
-        offset,
-        timestamp_ms: 0,
+        place: eddy_kafka::Place {
+            partition: 0,
+            offset,
+            timestamp_ms: 0,
+        },
     };
     assert_eq!(state.apply(record), Applied::Done, "event accepted");
 }

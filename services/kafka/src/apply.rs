@@ -12,12 +12,8 @@ use eddy_segment::{Growing, Origin};
 pub struct Record<'a> {
     /// Key, value and content type.
     pub message: Message<'a>,
-    /// The record's partition.
-    pub partition: u32,
-    /// The record's offset.
-    pub offset: i64,
-    /// The record's timestamp in ms since the Unix epoch (0 when unknown).
-    pub timestamp_ms: i64,
+    /// Where it sits in its partition, and when it was written.
+    pub place: Place,
 }
 
 /// Whether a jump forward in a partition's offsets can be explained.
@@ -114,8 +110,7 @@ pub fn apply(
     cursor: &mut Cursor,
     record: Record<'_>,
 ) -> Outcome {
-    let place = Place::of(&record);
-    apply_with(buffer, cursor, place, || {
+    apply_with(buffer, cursor, record.place, || {
         eddy_event::decode(def, record.message)
     })
 }
@@ -135,7 +130,7 @@ pub fn apply_decoded<'a>(
 }
 
 /// Where a record sits in its partition, and when it was written: what
-/// [`apply_decoded`] needs of it besides its decoded value.
+/// [`apply_decoded`] needs of a record besides its decoded value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Place {
     /// The record's partition.
@@ -144,17 +139,6 @@ pub struct Place {
     pub offset: i64,
     /// The record's timestamp in ms since the Unix epoch (0 when unknown).
     pub timestamp_ms: i64,
-}
-
-impl Place {
-    /// The place of `record`.
-    pub fn of(record: &Record<'_>) -> Self {
-        Self {
-            partition: record.partition,
-            offset: record.offset,
-            timestamp_ms: record.timestamp_ms,
-        }
-    }
 }
 
 /// The offset checks, then the effect of what `decode` gives (asked only
@@ -280,9 +264,11 @@ mod tests {
                 value: Some(value),
                 content_type: None,
             },
-            partition,
-            offset,
-            timestamp_ms,
+            place: Place {
+                partition,
+                offset,
+                timestamp_ms,
+            },
         }
     }
 
@@ -351,9 +337,9 @@ mod tests {
         for r in records {
             let expected = apply(&def, &mut direct, &mut c1, r);
             let event = eddy_event::decode(&def, r.message);
-            let got = apply_decoded(&mut decoded, &mut c2, Place::of(&r), event);
-            assert_eq!(got, expected, "offset {}", r.offset);
-            assert_eq!(c2, c1, "offset {}", r.offset);
+            let got = apply_decoded(&mut decoded, &mut c2, r.place, event);
+            assert_eq!(got, expected, "offset {}", r.place.offset);
+            assert_eq!(c2, c1, "offset {}", r.place.offset);
         }
         assert_eq!(
             c2.next, 13,

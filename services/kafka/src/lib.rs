@@ -27,7 +27,7 @@ mod topic;
 pub use apply::{apply, apply_decoded, Cursor, Gaps, Outcome, Place, Record, StopReason};
 pub use lag::lag;
 pub use log_range::LogRanges;
-pub use message::event_message;
+pub use message::{event_message, record_of};
 pub use settings::{
     KafkaSettings, ProtectedProperty, DEAD_LETTER_MAX_BYTES, MANUAL_OFFSETS, PROTECTED_KEYS,
 };

@@ -2,6 +2,8 @@
 
 use rdkafka::message::{Headers, Message};
 
+use crate::{Place, Record};
+
 /// The header naming an event's encoding.
 pub const CONTENT_TYPE: &str = "content-type";
 
@@ -23,6 +25,19 @@ pub fn event_message<M: Message>(msg: &M) -> eddy_event::Message<'_> {
     }
 }
 
+/// A consumed record as [`crate::apply`] sees it: its [`event_message`] and
+/// its place (partition, offset, and timestamp, 0 when the broker gave none).
+pub fn record_of<M: Message>(msg: &M) -> Record<'_> {
+    Record {
+        message: event_message(msg),
+        place: Place {
+            partition: msg.partition() as u32,
+            offset: msg.offset(),
+            timestamp_ms: msg.timestamp().to_millis().unwrap_or(0),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use rdkafka::message::{Header, OwnedHeaders, OwnedMessage, Timestamp};
@@ -30,15 +45,37 @@ mod tests {
     use super::*;
 
     fn record(headers: Option<OwnedHeaders>) -> OwnedMessage {
+        stamped(headers, Timestamp::NotAvailable)
+    }
+
+    fn stamped(headers: Option<OwnedHeaders>, timestamp: Timestamp) -> OwnedMessage {
         OwnedMessage::new(
             Some(b"{\"id\":1}".to_vec()),
             Some(b"7".to_vec()),
             "t".to_owned(),
-            Timestamp::NotAvailable,
-            0,
+            timestamp,
+            2,
             3,
             headers,
         )
+    }
+
+    #[test]
+    fn a_record_carries_its_partition_offset_and_timestamp() {
+        let msg = stamped(None, Timestamp::LogAppendTime(1_700_000_000_123));
+        let got = record_of(&msg);
+        let place = Place {
+            partition: 2,
+            offset: 3,
+            timestamp_ms: 1_700_000_000_123,
+        };
+        assert_eq!(got.place, place);
+        assert_eq!(got.message.value, Some(&b"{\"id\":1}"[..]));
+        assert_eq!(
+            record_of(&record(None)).place.timestamp_ms,
+            0,
+            "no timestamp"
+        );
     }
 
     #[test]

@@ -245,7 +245,7 @@ impl CollectionState {
     /// buffer already hold their effect; a gap the topic's compaction does
     /// not explain stops the partition.
     pub fn apply(&mut self, record: Record<'_>) -> Applied {
-        let (partition, offset) = (record.partition, record.offset);
+        let (partition, offset) = (record.place.partition, record.place.offset);
         let Some(owned) = self.owned.get_mut(&partition) else {
             debug!(collection = %self.def.name, partition, offset, "message for a partition not owned: dropped");
             return Applied::Done;
@@ -426,9 +426,11 @@ pub(crate) fn test_record(value: &[u8], partition: u32, offset: i64) -> Record<'
             value: Some(value),
             content_type: None,
         },
-        partition,
-        offset,
-        timestamp_ms: 0,
+        place: eddy_kafka::Place {
+            partition,
+            offset,
+            timestamp_ms: 0,
+        },
     }
 }
 

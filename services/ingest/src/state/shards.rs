@@ -122,7 +122,7 @@ impl ShardStates {
 
     /// Applies one record to its partition's shard.
     pub fn apply(&mut self, record: Record<'_>) -> Applied {
-        self.shard_mut(record.partition).apply(record)
+        self.shard_mut(record.place.partition).apply(record)
     }
 
     /// Whether any shard's buffer reached a seal limit.

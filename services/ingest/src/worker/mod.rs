@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use eddy_kafka::{LogRanges, Record};
+use eddy_kafka::LogRanges;
 use eddy_manifest::Store;
 use eddy_model::CollectionDef;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
@@ -243,15 +243,9 @@ impl Worker {
     /// dead-letter topic, a gap stops (pauses) its partition.
     fn apply(&self, msg: &BorrowedMessage<'_>) {
         let ctx = self.context();
-        let (partition, offset) = (msg.partition() as u32, msg.offset());
-        let message = eddy_kafka::event_message(msg);
-        let content_type = message.content_type;
-        let record = Record {
-            message,
-            partition,
-            offset,
-            timestamp_ms: msg.timestamp().to_millis().unwrap_or(0),
-        };
+        let record = eddy_kafka::record_of(msg);
+        let (partition, offset) = (record.place.partition, record.place.offset);
+        let content_type = record.message.content_type;
         let applied = ctx.state.lock().apply(record);
         match applied {
             Applied::Done => {}

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use eddy_kafka::{Cursor, Gaps, Outcome, Place, StopReason};
+use eddy_kafka::{Cursor, Gaps, Outcome, StopReason};
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::Timestamp;
 
@@ -38,14 +38,9 @@ pub(super) fn apply_batch(
     let decoded: Vec<_> = batch
         .iter()
         .map(|msg| {
-            let timestamp = msg.timestamp();
-            let place = Place {
-                partition: msg.partition() as u32,
-                offset: msg.offset(),
-                timestamp_ms: timestamp.to_millis().unwrap_or(0),
-            };
-            let event = eddy_event::decode(&def, eddy_kafka::event_message(msg));
-            (place, timestamp, event)
+            let record = eddy_kafka::record_of(msg);
+            let event = eddy_event::decode(&def, record.message);
+            (record.place, msg.timestamp(), event)
         })
         .collect();
     let ((tail_rows, visible), lock) = collection.apply_tail_timed(|served| {
