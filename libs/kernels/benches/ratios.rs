@@ -222,6 +222,7 @@ fn main() {
         code_rows(&rows, &tables, &mut r, dim);
     }
     pq_rows(&rows, best, &mut r);
+    select_rows(&rows, &tables, &mut r);
     if rows.wanted("scan") {
         block_scan(best, &mut r);
     }
@@ -373,6 +374,25 @@ fn code_rows(rows: &Rows, tables: &[&'static Kernels], r: &mut ChaCha8Rng, dim: 
         })
     });
     rows.run(&format!("and_popcount_weighted 4x{dim}b"), cases);
+}
+
+/// Positions of the values at most a limit over 1,024 Hamming-like
+/// distances (0..384), the limit keeping ~5 % (a shortlist's first pass)
+/// and ~50 % of them (per-call ns).
+fn select_rows(rows: &Rows, tables: &[&'static Kernels], r: &mut ChaCha8Rng) {
+    let values: Vec<u32> = (0..1024)
+        .map(|_| (0..6).map(|_| r.random::<u64>().count_ones()).sum::<u32>() / 2)
+        .collect();
+    let values = &values;
+    for (limit, kept) in [(88, "5%"), (96, "50%")] {
+        let cases = per_table(tables, |k| {
+            let mut out = vec![0u32; values.len()];
+            Box::new(move || {
+                black_box(k.positions_at_most(black_box(values), limit, &mut out));
+            })
+        });
+        rows.run(&format!("positions_at_most x1024/{kept}"), cases);
+    }
 }
 
 /// PQ ADC: m = dim / 8 sub-spaces, 1024 codes per call (per-call ns).

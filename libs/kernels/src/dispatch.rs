@@ -101,6 +101,7 @@ static SCALAR: Kernels = Kernels {
     and_popcount_weighted: slot!(scalar::and_popcount_weighted),
     pq_adc: slot!(scalar::pq_adc),
     dot_u8_u4: slot!(scalar::dot_u8_u4),
+    positions_at_most: slot!(scalar::positions_at_most),
 };
 
 impl Kernels {

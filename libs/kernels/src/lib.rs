@@ -199,6 +199,18 @@ pub fn hamming_block(query: &[u64], block: &[u64], out: &mut [u32]) {
     Kernels::get().hamming_block(query, block, out);
 }
 
+/// Positions of the values of `values` at most `limit`, in order, into the
+/// front of `out`; returns how many (a shortlist's rows within a distance,
+/// without a branch per row). `out` past them is overwritten.
+///
+/// # Panics
+/// Unless `out.len() >= values.len()` and `values.len() <= u32::MAX`.
+#[inline]
+#[track_caller]
+pub fn positions_at_most(values: &[u32], limit: u32, out: &mut [u32]) -> usize {
+    Kernels::get().positions_at_most(values, limit, out)
+}
+
 /// Hamming distance of bit vectors: popcount(a XOR b).
 ///
 /// # Panics

@@ -108,6 +108,34 @@ pub fn hamming_block(query: &[u64], block: &[u64], out: &mut [u32]) {
     }
 }
 
+/// Positions of the values of `values` at most `limit`, in order, into the
+/// front of `out`; returns how many. Every position is written and the
+/// count advanced by whether its value is within, so no branch depends on
+/// the values; `out` past the count is overwritten with unspecified values.
+///
+/// # Panics
+/// If `out` is shorter than `values`.
+pub fn positions_at_most(values: &[u32], limit: u32, out: &mut [u32]) -> usize {
+    positions_at_most_from(values, 0, limit, out)
+}
+
+/// [`positions_at_most`] of `values[from..]`, positions counted from the
+/// start of `values` (the SIMD kernels' tails).
+///
+/// # Panics
+/// If `out` is shorter than `values.len() - from`.
+pub fn positions_at_most_from(values: &[u32], from: usize, limit: u32, out: &mut [u32]) -> usize {
+    let rest = values.get(from..).unwrap_or_default();
+    assert!(out.len() >= rest.len(), "positions_at_most: out too short");
+    let mut n = 0;
+    for (i, &v) in rest.iter().enumerate() {
+        // `n <= i < rest.len() <= out.len()`.
+        out[n] = (from + i) as u32;
+        n += usize::from(v <= limit);
+    }
+    n
+}
+
 /// Hamming distance of two bit vectors: popcount(a XOR b).
 pub fn hamming(a: &[u64], b: &[u64]) -> u32 {
     a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum()

@@ -99,6 +99,14 @@ pub(crate) fn check(k: &Kernels) -> Result<(), &'static str> {
     if k.dot_u8_u4(&q, &c) != scalar::dot_u8_u4(&q, &c) {
         return Err("dot_u8_u4");
     }
+    // 40 values (whole registers and a tail), about half of them kept.
+    let values: Vec<u32> = lcg_bytes(40, 9).into_iter().map(u32::from).collect();
+    let (mut got, mut want) = ([0u32; 40], [0u32; 40]);
+    let n = k.positions_at_most(&values, 127, &mut got);
+    let m = scalar::positions_at_most(&values, 127, &mut want);
+    if got[..n] != want[..m] {
+        return Err("positions_at_most");
+    }
     Ok(())
 }
 

@@ -16,6 +16,7 @@ pub(crate) type BitPair = unsafe fn(&[u64], &[u64]) -> u32;
 pub(crate) type U8Block = unsafe fn(&[u8], &[u8], &mut [u32]);
 pub(crate) type BitBlock = unsafe fn(&[u64], &[u64], &mut [u32]);
 pub(crate) type PqAdc = unsafe fn(&[f32], &[u8], &mut [f32]);
+pub(crate) type U32Select = unsafe fn(&[u32], u32, &mut [u32]) -> usize;
 
 /// One kernel of a table: the function and its path (e.g. `avx512_int8::dot_u8_vnni`),
 /// so a process can report which implementation each kernel really runs.
@@ -95,6 +96,7 @@ pub struct Kernels {
     pub(crate) and_popcount_weighted: Slot<BitPair>,
     pub(crate) pq_adc: Slot<PqAdc>,
     pub(crate) dot_u8_u4: Slot<U8Pair>,
+    pub(crate) positions_at_most: Slot<U32Select>,
 }
 
 /// Longest code vector the integer kernels accept (keeps every partial sum exact).
@@ -179,7 +181,7 @@ impl Kernels {
     /// `(kernel, implementing function)` for every kernel of the table, e.g.
     /// `("dot_u8", "avx512_int8::dot_u8_vnni")` or `("pq_adc", "avx2_codes::pq_adc")`:
     /// what a process really runs, since one backend's table may mix instruction sets.
-    pub fn implementations(&self) -> [(&'static str, &'static str); 18] {
+    pub fn implementations(&self) -> [(&'static str, &'static str); 19] {
         [
             ("dot", self.dot.path),
             ("l2sq", self.l2sq.path),
@@ -199,6 +201,7 @@ impl Kernels {
             ("and_popcount_weighted", self.and_popcount_weighted.path),
             ("pq_adc", self.pq_adc.path),
             ("dot_u8_u4", self.dot_u8_u4.path),
+            ("positions_at_most", self.positions_at_most.path),
         ]
     }
 
@@ -354,6 +357,26 @@ impl Kernels {
         }
         // SAFETY: detected backend; block holds exactly out.len() rows of query.len().
         unsafe { (self.l2sq_u8_block.run)(query, block, out) }
+    }
+
+    /// Positions of the values of `values` at most `limit`, in order, into
+    /// the front of `out`; returns how many. `out` past them is overwritten
+    /// with unspecified values (the SIMD forms store whole registers).
+    ///
+    /// Panics unless `out.len() >= values.len()` and `values.len() <= u32::MAX`.
+    #[inline]
+    #[track_caller]
+    pub fn positions_at_most(&self, values: &[u32], limit: u32, out: &mut [u32]) -> usize {
+        if out.len() < values.len() || u32::try_from(values.len()).is_err() {
+            fail(format_args!(
+                "eddy_kernels::positions_at_most: {} values, room for {} positions",
+                values.len(),
+                out.len()
+            ));
+        }
+        // SAFETY: detected backend; out holds a position per value, and every
+        // position fits a u32.
+        unsafe { (self.positions_at_most.run)(values, limit, out) }
     }
 
     /// `out[r] = hamming(query, row r of block)` for rows of `query.len()` words.

@@ -27,6 +27,7 @@ static NEON: Kernels = Kernels {
     and_popcount_weighted: slot!(scalar::and_popcount_weighted),
     pq_adc: slot!(scalar::pq_adc),
     dot_u8_u4: slot!(scalar::dot_u8_u4),
+    positions_at_most: slot!(scalar::positions_at_most),
 };
 
 /// The NEON table if the CPU reports NEON (always on aarch64 Linux/macOS).

@@ -14,9 +14,11 @@ use crate::table::{slot, Kernels};
 
 pub mod avx2;
 pub mod avx2_codes;
+pub mod avx2_select;
 pub mod avx512;
 pub mod avx512_bits;
 pub mod avx512_int8;
+pub mod avx512_select;
 
 fn has_avx2() -> bool {
     is_x86_feature_detected!("avx2")
@@ -77,6 +79,7 @@ const AVX2_TABLE: Kernels = Kernels {
     and_popcount_weighted: slot!(avx2_codes::and_popcount_weighted),
     pq_adc: slot!(avx2_codes::pq_adc),
     dot_u8_u4: slot!(avx2_codes::dot_u8_u4),
+    positions_at_most: slot!(avx2_select::positions_at_most),
 };
 
 static AVX2: Kernels = AVX2_TABLE;
@@ -113,6 +116,9 @@ pub(crate) fn avx512_table() -> Option<&'static Kernels> {
 /// - VPOPCNTDQ `hamming` 1.51–1.83x, `hamming_block` 2.17–4.93x; without
 ///   VPOPCNTDQ the AVX2 popcounts stay.
 /// - `and_popcount_weighted`, `pq_adc`, `dot_u8_u4`: no AVX-512 variant; AVX2.
+/// - `positions_at_most` (F only), measured on an AMD EPYC with AVX-512
+///   (2026-12-08): 1.06–1.07x AVX2 over 1,024 values keeping 5 % and 50 %,
+///   3.5x the branchless scalar loop.
 ///
 /// A kernel whose AVX-512 variant measures slower on some AVX-512 CPU goes
 /// back to its AVX2 function here (the variant stays in [`all_avx512`]).
@@ -128,6 +134,7 @@ fn dispatched_avx512(ext: Extensions) -> Kernels {
     k.l2sq_block = slot!(avx512::l2sq_block);
     k.dot_ids = slot!(avx512::dot_ids);
     k.l2sq_ids = slot!(avx512::l2sq_ids);
+    k.positions_at_most = slot!(avx512_select::positions_at_most);
     if ext.vnni {
         k.dot_u8 = slot!(avx512_int8::dot_u8_vnni);
         k.l2sq_u8 = slot!(avx512_int8::l2sq_u8_vnni);
@@ -169,6 +176,7 @@ fn bw_avx512() -> Kernels {
         dot_u8_i7: slot!(avx512_int8::dot_u8_i7),
         dot_u8_block: slot!(avx512_int8::dot_u8_block),
         l2sq_u8_block: slot!(avx512_int8::l2sq_u8_block),
+        positions_at_most: slot!(avx512_select::positions_at_most),
         ..AVX2_TABLE
     }
 }

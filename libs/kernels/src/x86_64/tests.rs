@@ -24,7 +24,7 @@ fn vnni_rebasing_identities() {
 }
 
 /// Every AVX-512 kernel function, as `slot!` names it.
-const AVX512_FUNCTIONS: [&str; 21] = [
+const AVX512_FUNCTIONS: [&str; 22] = [
     "avx512::dot",
     "avx512::l2sq",
     "avx512::dot_block",
@@ -46,6 +46,7 @@ const AVX512_FUNCTIONS: [&str; 21] = [
     "avx512_bits::hamming",
     "avx512_bits::and_popcount",
     "avx512_bits::hamming_block",
+    "avx512_select::positions_at_most",
 ];
 
 /// The differential tests iterate over `Kernels::variants()`: on a CPU with every

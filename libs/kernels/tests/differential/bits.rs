@@ -92,3 +92,34 @@ fn pq_and_u4_bit_exact() {
         }
     }
 }
+
+/// The positions of the values at most a limit, for lengths around every
+/// register width and limits keeping none, a few %, half and all values,
+/// against the scalar kernel: the same positions, in order (what lies past
+/// them in `out` is unspecified).
+#[test]
+fn positions_at_most_match_the_scalar_selection() {
+    let mut r = rng(11);
+    for len in [0usize, 1, 7, 8, 9, 15, 16, 17, 31, 33, 100, 1_024, 1_031] {
+        let values: Vec<u32> = (0..len).map(|_| r.random_range(0..400u32)).collect();
+        for limit in [0, 12, 200, 399, u32::MAX] {
+            let mut want = vec![0u32; len];
+            let n = scalar::positions_at_most(&values, limit, &mut want);
+            want.truncate(n);
+            let plain: Vec<u32> = (0..len as u32)
+                .filter(|&i| values[i as usize] <= limit)
+                .collect();
+            assert_eq!(want, plain, "scalar len={len} limit={limit}");
+            for k in backends() {
+                let mut got = vec![u32::MAX; len];
+                let m = k.positions_at_most(&values, limit, &mut got);
+                assert_eq!(
+                    &got[..m],
+                    &want[..],
+                    "positions_at_most {} len={len} limit={limit}",
+                    k.name()
+                );
+            }
+        }
+    }
+}
