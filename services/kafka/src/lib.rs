@@ -6,7 +6,8 @@
 //!   one precedence (eddy's defaults < the user's properties < what eddy
 //!   enforces);
 //! - [`event_message`]: a consumed record as the decoder's
-//!   [`eddy_event::Message`];
+//!   [`eddy_event::Message`], and [`record_of`]: that with the record's
+//!   [`Place`], as [`apply`] takes it;
 //! - [`apply`]: the one way a consumed record changes a growing buffer
 //!   (offset checks, one decode, upsert/delete), for ingest and the tail
 //!   ([`apply_decoded`] where the tail decoded it before its write lock);
